@@ -1,0 +1,92 @@
+"""Test hosts in network namespaces on one dedicated subnet, created and removed by tests.
+
+Why: partitions, SSH reconnects and per-host faults need hosts with their own IPs and
+their own iptables, and this machine can reach no network but its own. Every lab uses
+10.250.<lab>.0/24 on a bridge of its own, namespaces named ``fl-<lab>-<host>``; nothing
+is ever sent outside that subnet. ``NetLab`` is a context manager and also registers an
+atexit cleanup, so a failing test still removes what it made; ``cleanup_stale`` removes
+leftovers of a previous crashed session.
+"""
+from __future__ import annotations
+
+import atexit
+import subprocess
+from dataclasses import dataclass, field
+
+SUBNET_PREFIX = "10.250"
+
+#: one third octet per lab, so suites that run at the same time never collide
+LABS = {"ssh": 1, "part": 2, "docker": 3, "kraft": 4, "e2e": 5, "nem": 6, "misc": 7}
+
+
+def sh(*args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, input=input, timeout=timeout)
+
+
+@dataclass
+class NetLab:
+    lab: str
+    hosts: list[str]
+    bridge: str = ""
+    ips: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        octet = LABS[self.lab]
+        self.bridge = self.bridge or f"flbr-{self.lab}"[:15]
+        self.gateway = f"{SUBNET_PREFIX}.{octet}.1"
+        for i, h in enumerate(self.hosts):
+            self.ips[h] = f"{SUBNET_PREFIX}.{octet}.{10 + i}"
+
+    def ns(self, host: str) -> str:
+        return f"fl-{self.lab}-{host}"
+
+    def up(self) -> "NetLab":
+        atexit.register(self.down)
+        self.down()
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for i, h in enumerate(self.hosts):
+            ns = self.ns(h)
+            veth_host, veth_ns = f"flv{LABS[self.lab]}h{i}", f"flv{LABS[self.lab]}n{i}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
+            sh("ip", "link", "set", veth_ns, "netns", ns)
+            sh("ip", "link", "set", veth_host, "master", self.bridge)
+            sh("ip", "link", "set", veth_host, "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ips[h]}/24", "dev", veth_ns)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", veth_ns, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            sh("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", self.gateway)
+        return self
+
+    def exec(self, host: str, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", self.ns(host), *args, check=check, timeout=timeout)
+
+    def down(self) -> None:
+        for h in self.hosts:
+            ns = self.ns(h)
+            # kill anything still running inside the namespace, then remove it
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                sh("kill", "-9", pid, check=False)
+            sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "link", "del", self.bridge, check=False)
+
+    def __enter__(self) -> "NetLab":
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+def cleanup_stale(lab: str) -> None:
+    """Remove namespaces and the bridge of ``lab`` left by an earlier crashed run."""
+    out = sh("ip", "netns", "list", check=False).stdout
+    for line in out.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(f"fl-{lab}-"):
+            for pid in sh("ip", "netns", "pids", name, check=False).stdout.split():
+                sh("kill", "-9", pid, check=False)
+            sh("ip", "netns", "del", name, check=False)
+    sh("ip", "link", "del", f"flbr-{lab}"[:15], check=False)
