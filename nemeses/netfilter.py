@@ -1,0 +1,95 @@
+"""iptables rules tagged with ``faultline:<fault id>``, added and removed through a transport.
+
+Why a tag: several faults may be applied at once (a partition and a lossy link), other
+tools may own rules on the same host, and `faultline heal` runs in a fresh process that
+knows only the ledger entry. Every rule a fault adds carries ``-m comment --comment
+faultline:<id>``; heal lists the host's rules (``iptables -S``) and deletes exactly the
+ones with that comment, so healing is idempotent and never touches anything else.
+
+Rules are applied with ``transport.run(..., sudo=True)``: on a local network namespace and
+on an SSH host that is the host's own netfilter; for a Docker container the docker
+transport runs the command in the container's network namespace (see docs/nemeses.md).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from harness.transport.base import CommandFailed, Transport
+
+TAG_PREFIX = "faultline:"
+CHAINS = ("INPUT", "OUTPUT", "FORWARD")
+
+
+def tag(fault_id: str) -> str:
+    return f"{TAG_PREFIX}{fault_id}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One DROP rule. ``src``/``dst`` are IPv4 addresses; ``port`` narrows to one TCP port
+    (destination port on the way to it, source port on the way back)."""
+    chain: str
+    src: str | None = None
+    dst: str | None = None
+    proto: str | None = None
+    dport: int | None = None
+    sport: int | None = None
+    probability: float | None = None   # iptables `statistic` match: random loss
+
+    def argv(self, comment: str) -> list[str]:
+        a = [self.chain]
+        if self.src:
+            a += ["-s", self.src]
+        if self.dst:
+            a += ["-d", self.dst]
+        if self.proto or self.dport or self.sport:
+            a += ["-p", self.proto or "tcp"]
+        if self.dport:
+            a += ["--dport", str(self.dport)]
+        if self.sport:
+            a += ["--sport", str(self.sport)]
+        a += ["-m", "comment", "--comment", comment]
+        if self.probability is not None:
+            a += ["-m", "statistic", "--mode", "random", "--probability", f"{self.probability:.6f}"]
+        return a + ["-j", "DROP"]
+
+
+def add_rules(transport: Transport, rules: list[Rule], fault_id: str) -> None:
+    """Insert rules at the top of their chains (before any ACCEPT a host may have)."""
+    comment = tag(fault_id)
+    for r in rules:
+        argv = r.argv(comment)
+        res = transport.run(["iptables", "-w", "5", "-I", *argv], sudo=True)
+        if not res.ok:
+            raise CommandFailed(res)
+
+
+def tagged_rules(transport: Transport, fault_id: str | None = None) -> list[list[str]]:
+    """The ``-A ...`` rule specs on the host carrying our tag (one fault, or any faultline one)."""
+    res = transport.run(["iptables", "-w", "5", "-S"], sudo=True)
+    if not res.ok:
+        return []
+    want = tag(fault_id) if fault_id else TAG_PREFIX
+    out = []
+    for line in res.stdout.splitlines():
+        if not line.startswith("-A "):
+            continue
+        parts = shlex.split(line)
+        try:
+            c = parts[parts.index("--comment") + 1]
+        except (ValueError, IndexError):
+            continue
+        if (c == want) if fault_id else c.startswith(want):
+            out.append(parts)
+    return out
+
+
+def remove_rules(transport: Transport, fault_id: str | None) -> int:
+    """Delete every rule tagged for ``fault_id`` (or every faultline rule when None).
+    Returns how many were removed; a host without such rules is not an error."""
+    n = 0
+    for parts in tagged_rules(transport, fault_id):
+        res = transport.run(["iptables", "-w", "5", "-D", *parts[1:]], sudo=True)
+        n += int(res.ok)
+    return n
