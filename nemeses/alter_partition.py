@@ -1,0 +1,250 @@
+"""Delayed AlterPartition: the nemesis that makes seed 000's race happen on purpose.
+
+Seed 000 (KIP-903) steps 1-6: leader A sends AlterPartition adding B; B hard-fails and
+returns with an empty disk and a new broker epoch; *then* the AlterPartition lands. In a
+real cluster that window is milliseconds; here the protocol-aware proxy
+(:mod:`nemeses.proxy`) sits between brokers and the controller and either
+
+- ``mode=delay``: delays every AlterPartition by ``delay_ms`` (heartbeats untouched), or
+- ``mode=hold``: holds the first AlterPartition that would *add* broker X to the ISR of a
+  chosen partition until a condition - ``{"registered": X}`` (X's BrokerRegistration was
+  seen passing through the proxy after the hold began, i.e. X was restarted, seed 000 step
+  5), ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal =
+  release). The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
+  the KIP-903 fix; seed 003 §2.9.2 "the broker epoch of any added replicas is correct")
+  appears in ``proxy-events.jsonl``.
+
+Placement: by configuration (brokers' ``controller.quorum.bootstrap.servers`` points at
+the proxy; the harness does this for kraftsim and for lab clusters it deploys). The proxy
+is a process of its own started through a transport and registered in the heal ledger
+(kind ``process``) so `faultline heal` stops it; holds never outlive it (it releases
+everything it holds when stopped).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.ledger import Ledger, new_id
+from harness.transport.base import Transport, TransportError
+from harness.transport.local import LocalTransport
+from nemeses.base import FaultRecord, Nemesis, register
+
+REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class ProxyHandle:
+    """A running proxy: where it listens and how to reach its control directory."""
+    transport: Transport
+    pid: int
+    control_dir: str
+    events: str
+    listen: str
+    ledger_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.transport.name, "pid": self.pid, "control_dir": self.control_dir,
+                "events": self.events, "listen": self.listen, "what": "alter-partition proxy"}
+
+
+def start_proxy(transport: Transport, *, listen: str, upstream: str, control_dir: str, events: str,
+                ledger: Ledger | None = None, python: str = sys.executable, node: int = -1,
+                timeout: float = 15.0) -> ProxyHandle:
+    """Spawn ``python -m nemeses.proxy`` on the host and wait until it listens."""
+    transport.run(["mkdir", "-p", control_dir], check=True)
+    transport.run(["rm", "-f", f"{control_dir}/ready"])
+    cmd = ["env", f"PYTHONPATH={REPO_ROOT}", python, "-m", "nemeses.proxy", "--listen", listen,
+           "--upstream", upstream, "--control-dir", control_dir, "--events", events, "--node", str(node)]
+    pid = transport.spawn(cmd, log_path=f"{control_dir}/proxy.log")
+    handle = ProxyHandle(transport, pid, control_dir, events, listen)
+    if ledger is not None:
+        handle.ledger_id = new_id("p")
+        ledger.apply(handle.ledger_id, "process", handle.to_json(), nemesis="alter-partition")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = transport.read_text(f"{control_dir}/ready")
+        if ready:
+            handle.listen = ready.strip()
+            return handle
+        if not transport.pid_alive(pid):
+            log = (transport.read_text(f"{control_dir}/proxy.log") or "").strip().splitlines()
+            stop_proxy(handle, ledger)
+            raise TransportError(f"{transport.name}: AlterPartition proxy exited: {log[-1] if log else 'no output'}")
+        time.sleep(0.05)
+    stop_proxy(handle, ledger)
+    raise TransportError(f"{transport.name}: AlterPartition proxy did not listen within {timeout}s")
+
+
+def stop_proxy(handle: ProxyHandle, ledger: Ledger | None = None, timeout: float = 5.0) -> None:
+    """SIGTERM (the proxy releases its holds and exits), SIGKILL if it lingers. Idempotent."""
+    t = handle.transport
+    if t.signal(handle.pid, signal.SIGTERM):
+        deadline = time.monotonic() + timeout
+        while t.pid_alive(handle.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if t.pid_alive(handle.pid):
+            t.signal(handle.pid, signal.SIGKILL)
+    if ledger is not None and handle.ledger_id:
+        ledger.healed(handle.ledger_id)
+
+
+def write_control(transport: Transport, control_dir: str, control: dict[str, Any]) -> None:
+    """Atomic replace, so the proxy never reads half a file."""
+    tmp = f"{control_dir}/control.json.{uuid.uuid4().hex[:6]}"
+    transport.write_text(tmp, json.dumps(control))
+    transport.run(["mv", "-f", tmp, f"{control_dir}/control.json"], check=True)
+
+
+def read_status(transport: Transport, control_dir: str) -> dict[str, Any]:
+    text = transport.read_text(f"{control_dir}/status.json")
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {}
+
+
+def resolve_topic_ids(bootstrap: str, topics: list[str], timeout: float = 10.0) -> dict[str, str]:
+    """topic id (UUID string) -> name via the admin client: AlterPartition v2+ names topics by id."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out: dict[str, str] = {}
+    for name, fut in admin.describe_topics(TopicCollection(topics), request_timeout=timeout).items():
+        d = fut.result(timeout=timeout)
+        tid = d.topic_id
+        u = uuid.UUID(int=((tid.get_most_significant_bits() & (2**64 - 1)) << 64)
+                      | (tid.get_least_significant_bits() & (2**64 - 1)))
+        out[str(u)] = name
+    return out
+
+
+@register
+class AlterPartitionDelay(Nemesis):
+    name = "alter-partition"
+    description = "delay AlterPartition, or hold the one adding broker X to an ISR until a condition"
+
+    def setup(self, ctx) -> None:
+        """``ctx.settings["proxy"]``: {control_dir, [host], [listen, upstream, events]}.
+        With listen/upstream and no running proxy, one is started (and stopped at teardown)."""
+        super().setup(ctx)
+        conf = dict(ctx.settings.get("proxy") or {})
+        if "control_dir" not in conf:
+            raise ValueError("alter-partition: settings.proxy.control_dir is required (where the proxy is controlled)")
+        host = conf.get("host")
+        self.transport = ctx.nodes[host].transport if host in ctx.nodes else LocalTransport(host or "proxy")
+        self.control_dir = conf["control_dir"]
+        self.control: dict[str, Any] = {"generation": 0, "topic_names": {}}
+        self.handle: ProxyHandle | None = None
+        st = read_status(self.transport, self.control_dir)
+        if st.get("pid") and self.transport.pid_alive(int(st["pid"])):
+            return
+        if not (conf.get("listen") and conf.get("upstream")):
+            raise ValueError(f"alter-partition: no proxy running with control dir {self.control_dir}; "
+                             "give settings.proxy.listen and .upstream to start one")
+        self.handle = start_proxy(self.transport, listen=conf["listen"], upstream=conf["upstream"],
+                                  control_dir=self.control_dir,
+                                  events=conf.get("events") or f"{self.control_dir}/proxy-events.jsonl",
+                                  ledger=ctx.ledger)
+
+    def teardown(self) -> None:
+        if self.handle is not None:
+            stop_proxy(self.handle, self.ctx.ledger)
+            self.handle = None
+
+    def _push(self, timeout: float = 5.0) -> None:
+        """Write the control file and wait until the proxy has read it (status echoes the
+        generation), so a fault is in force when ``start`` returns."""
+        gen = max(int(self.control.get("generation", 0)),
+                  int(read_status(self.transport, self.control_dir).get("generation") or 0)) + 1
+        self.control["generation"] = gen
+        write_control(self.transport, self.control_dir, self.control)
+        if not self.wait(lambda: read_status(self.transport, self.control_dir).get("generation") == gen,
+                         timeout=timeout, poll=0.02):
+            raise TransportError(f"{self.transport.name}: AlterPartition proxy at {self.control_dir} "
+                                 f"did not take control generation {gen} within {timeout}s")
+
+    def _broker_id(self, name_or_id: Any) -> int:
+        if isinstance(name_or_id, int) or str(name_or_id).lstrip("-").isdigit():
+            return int(name_or_id)
+        if name_or_id not in self.ctx.nodes:
+            raise ValueError(f"alter-partition: unknown broker {name_or_id!r}; known: {', '.join(self.ctx.nodes)}")
+        return int(self.ctx.nodes[name_or_id].node_id)
+
+    def start(self, targets: list[str], **params: Any) -> FaultRecord:
+        mode = params.get("mode", "hold")
+        if mode not in ("hold", "delay"):
+            raise ValueError(f"alter-partition: mode must be hold or delay, got {mode!r}")
+        record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params),
+                             undo={"control_dir": self.control_dir, "host": self.transport.name})
+        if mode == "hold":
+            if len(targets) != 1:
+                raise ValueError("alter-partition hold: give exactly one target, the broker X being added to the ISR")
+            x = self._broker_id(targets[0])
+            until = params.get("until") or {"registered": x}
+            if isinstance(until, dict) and "registered" in until:
+                until = {"registered": self._broker_id(until["registered"])}
+            spec = {"id": record.id, "broker": x, "partition": params.get("partition"),
+                    "until": until, "max_hold_s": float(params.get("max_hold_s", 120))}
+            topic = params.get("topic")
+            if topic:
+                spec["topic"] = topic
+                bootstrap = self.ctx.settings.get("bootstrap.servers")
+                if bootstrap:
+                    self.control["topic_names"].update(resolve_topic_ids(bootstrap, [topic]))
+            record.undo["hold_id"] = record.id
+            self.begin(record)
+            self.control["hold"] = spec
+        else:
+            self.begin(record)
+            self.control["delay_ms"] = float(params.get("delay_ms", 1000))
+        self._push()
+        return record
+
+    def status(self) -> dict[str, Any]:
+        return read_status(self.transport, self.control_dir)
+
+    def is_held(self, record: FaultRecord) -> bool:
+        return any(h.get("hold_id") == record.id for h in self.status().get("held", []))
+
+    def release_info(self, record: FaultRecord) -> dict[str, Any] | None:
+        return next((r for r in self.status().get("released", []) if r.get("hold_id") == record.id), None)
+
+    def wait(self, predicate, timeout: float, poll: float = 0.1) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(poll)
+        return bool(predicate())
+
+    def stop(self, record: FaultRecord) -> None:
+        """Release the hold (if still held) and/or drop the delay. Works from a fresh process."""
+        if not hasattr(self, "control_dir"):   # `faultline heal` without setup of a running proxy
+            self.control_dir = record.undo["control_dir"]
+            self.transport = LocalTransport(record.undo.get("host") or "proxy")
+            self.control = {"generation": 0, "topic_names": {}}
+        if record.params.get("mode", "hold") == "hold":
+            if (self.control.get("hold") or {}).get("id") == record.id:
+                self.control["hold"] = None
+            self.control["release"] = sorted(set(self.control.get("release", [])) | {record.id})
+        else:
+            self.control["delay_ms"] = 0
+        try:
+            self._push()
+        except Exception as e:  # the proxy host may be gone; a dead proxy holds nothing
+            self.end(record, error=str(e).splitlines()[0])
+            return
+        released = None
+        if record.params.get("mode", "hold") == "hold":
+            self.wait(lambda: not self.is_held(record), timeout=2.0, poll=0.05)
+            released = self.release_info(record)
+        self.end(record, released=released)

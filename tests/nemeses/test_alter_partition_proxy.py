@@ -1,0 +1,174 @@
+"""Must-show 4 (proxy half): hold the AlterPartition adding X while heartbeats flow; release
+on X's re-registration; record the controller's answer (INELIGIBLE_REPLICA with KIP-903).
+
+The proxy is the real process (started through LocalTransport, registered in the ledger);
+the controller behind it is the in-test kio fake of tests/nemeses/kafka_fake.py (FAKE:
+kraftsim's controller is exercised in test_kraftsim_nemeses.py).
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nemeses.alter_partition import AlterPartitionDelay
+from nemeses.base import FaultRecord
+from tests.nemeses.kafka_fake import BrokerClient, FakeController, encode, read_frame
+from tests.nemeses.nodes import TestNode, make_ctx
+
+TOPIC = uuid.UUID("7d9a35e2-5f0c-4a56-9b7d-3c8e1f00aa01")
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def rig(tmp_path):
+    fakes, nems = [], []
+
+    def make(kip903: bool):
+        ctl = FakeController(kip903=kip903)
+        fakes.append(ctl)
+        nodes = [TestNode(f"b{i}", "broker", i, "127.0.0.1") for i in (1, 2, 3)]
+        ctx = make_ctx(tmp_path, nodes, proxy={"control_dir": str(tmp_path / "proxy"), "listen": "127.0.0.1:0",
+                                               "upstream": f"127.0.0.1:{ctl.port}",
+                                               "events": str(tmp_path / "proxy-events.jsonl")})
+        nem = AlterPartitionDelay()
+        nem.setup(ctx)
+        nems.append(nem)
+        host, port = nem.handle.listen.split(":")
+        return ctl, nem, (host, int(port)), ctx
+
+    yield make
+    for n in nems:
+        n.teardown()
+    for c in fakes:
+        c.close()
+
+
+def heartbeat_latencies(client: BrokerClient, epoch: int, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        assert int(client.heartbeat(epoch).error_code) == 0
+        out.append(time.monotonic() - t0)
+        time.sleep(0.05)
+    return out
+
+
+@pytest.mark.parametrize("kip903", [False, True])
+def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
+    ctl, nem, addr, ctx = rig(kip903)
+    life1, ap1, life2 = BrokerClient(addr, 1), BrokerClient(addr, 1), BrokerClient(addr, 2)
+    try:
+        e1, e2 = life1.register(), life2.register()
+        rec = nem.start(["b2"], partition=0)                      # until X (=2) registers again
+        ap1.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)    # leader 1 adds 2 (seed 000 step 1)
+        assert nem.wait(lambda: nem.is_held(rec), timeout=5)
+        # while held: heartbeats on the lifecycle channel keep flowing, and other APIs pass
+        # byte for byte (the fake echoes unknown API keys)
+        assert max(heartbeat_latencies(life1, e1, 10)) < 0.5
+        odd = (12345).to_bytes(2, "big") + b"\x00\x01" + b"\x00\x00\x00\x09" + bytes(range(40))
+        life1.sock.sendall(len(odd).to_bytes(4, "big") + odd)
+        assert read_frame(life1.sock) == odd
+        with pytest.raises(socket.timeout):
+            ap1.recv(56, 3, timeout=0.5)
+        assert not any(e[0] == "alter_partition" for e in ctl.log), "the controller saw the held request"
+        # seed 000 steps 2-5: X fails and comes back (new broker epoch) -> the condition releases
+        life2.close()
+        life2 = BrokerClient(addr, 2)
+        new_e2 = life2.register()
+        assert new_e2 > e2
+        resp = ap1.recv(56, 3, timeout=5)
+        code = int(resp.topics[0].partitions[0].error_code)
+        assert code == (107 if kip903 else 0)
+        nem.stop(rec)
+    finally:
+        for c in (life1, ap1, life2):
+            c.close()
+    ev = events(tmp_path / "proxy-events.jsonl")
+    names = [e["event"] for e in ev]
+    assert names.index("proxy_hold") < names.index("proxy_release") < names.index("alter_partition")
+    rel = next(e for e in ev if e["event"] == "proxy_release")
+    assert rel["reason"] == "broker 2 registered again" and rel["held_ms"] >= 500
+    ap = next(e for e in ev if e["event"] == "alter_partition")
+    assert ap["role"] == "proxy" and ap["partition"] == 0 and ap["new_isr"] == [1, 2]
+    assert ap["broker_epochs"] == {"1": e1, "2": e2} and ap["version"] == 3
+    if kip903:
+        assert (ap["accepted"], ap["error"], ap["error_code"]) == (False, "INELIGIBLE_REPLICA", 107)
+    else:
+        assert (ap["accepted"], ap["error_code"], ap["isr"]) == (True, 0, [1, 2])
+    tl = [json.loads(l) for l in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    assert [(t["phase"], t["fault"]) for t in tl] == [("start", "alter-partition"), ("stop", "alter-partition")]
+    assert tl[1]["detail"]["released"]["reason"] == "broker 2 registered again"
+
+
+def test_hold_is_specific_and_heal_from_a_fresh_process_releases(rig, tmp_path):
+    """An AlterPartition that does not add X passes; `faultline heal` (a new nemesis object
+    knowing only the ledger record) releases a held one; the proxy process is in the ledger."""
+    ctl, nem, addr, ctx = rig(False)
+    life, ap = BrokerClient(addr, 1), BrokerClient(addr, 1)
+    try:
+        e1 = life.register()
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 3: 7}, e1)          # 3 joins; no hold armed
+        assert int(ap.recv(56, 3).topics[0].partitions[0].error_code) == 0
+        rec = nem.start(["b3"], partition=0, until={"after_s": 60})
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 3: 7}, e1)          # 3 already in ISR: not an add
+        assert int(ap.recv(56, 3, timeout=3).topics[0].partitions[0].error_code) == 0
+        ap.send_alter_partition(TOPIC, 1, {1: e1, 3: 7}, e1)          # other partition: passes
+        assert int(ap.recv(56, 3, timeout=3).topics[0].partitions[0].error_code) == 0
+        ap.send_alter_partition(TOPIC, 0, {1: e1}, e1)                # shrink: 3 leaves
+        ap.recv(56, 3, timeout=3)
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 3: 7}, e1)          # 3 added again: held
+        assert nem.wait(lambda: nem.is_held(rec), timeout=5)
+        open_ids = [e["id"] for e in ctx.ledger.open_entries()]
+        assert rec.id in open_ids and nem.handle.ledger_id in open_ids
+        fresh = AlterPartitionDelay()
+        fresh.ctx = ctx                                               # no setup: as `faultline heal`
+        fresh.stop(FaultRecord.from_json(json.loads(json.dumps(rec.to_json()))))
+        assert int(ap.recv(56, 3, timeout=5).topics[0].partitions[0].error_code) == 0
+    finally:
+        life.close()
+        ap.close()
+    nem.teardown()
+    assert [e["id"] for e in ctx.ledger.open_entries()] == []
+    rel = [e for e in events(tmp_path / "proxy-events.jsonl") if e["event"] == "proxy_release"]
+    assert [r["reason"] for r in rel] == ["released by control"]
+
+
+def test_delay_mode_delays_alter_partition_only(rig, tmp_path):
+    ctl, nem, addr, ctx = rig(False)
+    life, ap = BrokerClient(addr, 1), BrokerClient(addr, 1)
+    try:
+        e1 = life.register()
+        rec = nem.start(["b2"], mode="delay", delay_ms=600)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 2: 5}, e1, version=2)
+        assert max(heartbeat_latencies(life, e1, 3)) < 0.4
+        ap.recv(56, 2, timeout=5)
+        assert time.monotonic() - t0 >= 0.6
+        nem.stop(rec)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 2: 5}, e1, version=2)
+        ap.recv(56, 2, timeout=5)
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        life.close()
+        ap.close()
+    ap_ev = [e for e in events(tmp_path / "proxy-events.jsonl") if e["event"] == "alter_partition"]
+    assert [e["version"] for e in ap_ev] == [2, 2] and ap_ev[0]["broker_epochs"] == {}
+
+
+def test_proxy_bad_listen_address_is_one_line(tmp_path):
+    import subprocess, sys
+    p = subprocess.run([sys.executable, "-m", "nemeses.proxy", "--listen", "127.0.0.1:notaport", "--upstream",
+                        "127.0.0.1:1", "--control-dir", str(tmp_path), "--events", str(tmp_path / "e")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--listen" in p.stderr and "Traceback" not in p.stderr
