@@ -1,0 +1,206 @@
+"""Kafka's on-disk text files: offset checkpoints, leader-epoch checkpoint, meta.properties,
+and the clean-shutdown marker.
+
+Why Kafka's exact formats: a fault tool (or a human) that reads or edits these files on a real
+Kafka log dir must find the same thing on kraftsim. Offset checkpoints are
+``"0\\n<count>\\n<topic> <partition> <offset>\\n..."`` (Kafka's ``CheckpointFile``, version 0),
+written atomically: write ``<file>.tmp``, fsync, rename over the file, fsync the directory.
+
+The clean-shutdown marker carries the broker epoch of the session that shut down cleanly, as
+Kafka's ``CleanShutdownFileHandler`` does (``{"version":0,"brokerEpoch":N}``): on restart the
+broker sends it as BrokerRegistration's PreviousBrokerEpoch, and a missing or stale value tells
+the controller the restart was unclean (the KIP-966 fix for the Last Replica Standing issue of
+seed 003 §2.4.1).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+CHECKPOINT_VERSION = 0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or properties file is malformed; the message is one line naming the file."""
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or file creation in ``path`` durable (Kafka's ``Utils.flushDir``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via ``path.tmp`` + fsync + rename, like Kafka's CheckpointFile."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return Path(path).read_text(encoding="utf-8").split("\n")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path}: not UTF-8 text; want Kafka's checkpoint text format") from None
+
+
+def _parse_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
+    """Parse version, count and ``count`` lines of ``fields`` space-separated columns."""
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: want a version line and a count line, file has {len(lines)} line(s)")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path}: line 1: version {lines[0].strip()!r}, want {CHECKPOINT_VERSION}")
+    try:
+        count = int(lines[1].strip())
+    except ValueError:
+        raise CheckpointError(f"{path}: line 2: count {lines[1].strip()!r} is not an integer") from None
+    body = lines[2:]
+    if len(body) != count:
+        raise CheckpointError(f"{path}: line 2 says {count} entries, file has {len(body)}")
+    rows = []
+    for i, line in enumerate(body, start=3):
+        cols = line.split()
+        if len(cols) != fields:
+            raise CheckpointError(f"{path}: line {i}: {line!r}, want {fields} space-separated fields")
+        rows.append(cols)
+    return rows
+
+
+def _int(path: Path, line_no: int, text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CheckpointError(f"{path}: line {line_no}: {what} {text!r} is not an integer") from None
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """Write a recovery-point / replication / log-start-offset checkpoint (sorted, stable bytes)."""
+    items = sorted(offsets.items())
+    text = f"{CHECKPOINT_VERSION}\n{len(items)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in items)
+    atomic_write(path, text)
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Read an offset checkpoint; a missing file is an empty map (Kafka does the same)."""
+    rows = _parse_checkpoint(path, 3)
+    if rows is None:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for i, (topic, part, off) in enumerate(rows, start=3):
+        out[(topic, _int(path, i, part, "partition"))] = _int(path, i, off, "offset")
+    return out
+
+
+def write_leader_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
+    """Write ``<epoch> <startOffset>`` lines in cache order (Kafka's LeaderEpochCheckpointFile)."""
+    text = f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries)
+    atomic_write(path, text)
+
+
+def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    rows = _parse_checkpoint(path, 2)
+    if rows is None:
+        return []
+    return [(_int(path, i, e, "epoch"), _int(path, i, o, "start offset")) for i, (e, o) in enumerate(rows, start=3)]
+
+
+# --- meta.properties --------------------------------------------------------------------------
+
+
+def new_directory_id() -> str:
+    """A Kafka Uuid string: 16 random bytes, URL-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def write_meta_properties(log_dir: Path, *, node_id: int, cluster_id: str, directory_id: str | None = None) -> dict[str, str]:
+    """Write ``meta.properties`` v1 the way Java's ``Properties.store`` does (comment + date)."""
+    props = {
+        "node.id": str(node_id),
+        "directory.id": directory_id or new_directory_id(),
+        "version": "1",
+        "cluster.id": cluster_id,
+    }
+    date = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    text = f"#\n#{date}\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+    atomic_write(Path(log_dir) / META_PROPERTIES, text)
+    return props
+
+
+def read_meta_properties(log_dir: Path) -> dict[str, str] | None:
+    """Parse ``meta.properties`` (``key=value`` lines, ``#``/``!`` comments); None if absent."""
+    path = Path(log_dir) / META_PROPERTIES
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    props: dict[str, str] = {}
+    for i, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((p for p in (line.find("="), line.find(":")) if p >= 0), default=-1)
+        if sep < 0:
+            raise CheckpointError(f"{path}: line {i}: {raw!r}, want key=value")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+# --- clean shutdown marker --------------------------------------------------------------------
+
+
+def write_clean_shutdown(log_dir: Path, broker_epoch: int = -1) -> None:
+    atomic_write(Path(log_dir) / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")))
+
+
+def read_clean_shutdown(log_dir: Path) -> int | None:
+    """None if no marker (unclean shutdown); else the broker epoch it records (-1 if unknown).
+
+    Kafka before 3.7 wrote an empty marker; that still means a clean shutdown, epoch unknown.
+    """
+    path = Path(log_dir) / CLEAN_SHUTDOWN_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return -1
+    if not text:
+        return -1
+    try:
+        epoch = json.loads(text).get("brokerEpoch", -1)
+        return int(epoch)
+    except (ValueError, AttributeError, TypeError):
+        return -1
+
+
+def remove_clean_shutdown(log_dir: Path) -> None:
+    try:
+        (Path(log_dir) / CLEAN_SHUTDOWN_FILE).unlink()
+    except FileNotFoundError:
+        return
+    fsync_dir(Path(log_dir))

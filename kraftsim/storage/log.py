@@ -1,0 +1,408 @@
+"""``PartitionLog``: the local log of one ``<topic>-<partition>`` replica, stored like Kafka's.
+
+What it models (seed 003 §2.2.2, §2.4.1 note, §2.7):
+- the LEO, the log start offset, and the leader-epoch cache used for divergence detection;
+- asynchronous storage: appends go to the OS page cache with no fsync. ``flush()`` fsyncs and is
+  the ONLY thing that advances the recovery point; it runs every ``log.flush.interval.messages``
+  messages when set, on segment roll (Kafka flushes the old segments when it rolls) and on a
+  clean close. An abrupt power loss therefore loses whatever lies past the recovery point, which
+  is how the Last Replica Standing issue loses acknowledged writes;
+- recovery after an unclean shutdown like Kafka's ``LogLoader``: from the segment holding the
+  recovery point, validate every batch (size, magic, CRC32C, increasing offsets), truncate at the
+  first invalid or incomplete one, delete every later segment, rebuild the epoch cache from the
+  batches and truncate it to the new LEO. A clean open trusts the files and does not scan.
+
+Events go to ``on_event(name, fields)`` using the shared contract's ``recovery`` and
+``truncation`` shapes; the broker adds wall/node/role.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable
+
+from . import records
+from .checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir
+from .epoch_cache import LeaderEpochCache
+from .records import CorruptRecordError
+from .segment import Segment
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+
+EventSink = Callable[[str, dict], None]
+
+
+class OffsetOutOfRange(ValueError):
+    """A read asked for an offset below the log start offset or above the LEO."""
+
+
+class UnexpectedAppendOffset(ValueError):
+    """A follower append whose first offset is below the LEO (Kafka's UnexpectedAppendOffsetException)."""
+
+
+class PartitionLog:
+    """Segments of one partition; all public methods are thread-safe."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        *,
+        segment_bytes: int,
+        flush_interval_messages: int | None,
+        on_event: EventSink | None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.segment_bytes = segment_bytes
+        self.flush_interval_messages = flush_interval_messages
+        self._on_event = on_event
+        self.on_flush: Callable[[PartitionLog], None] | None = None  # LogManager checkpoints here
+        self._lock = threading.RLock()
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._dir_dirty = False
+        self._closed = False
+        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset)
+
+    # ------------------------------------------------------------------ opening and recovery
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        topic: str,
+        partition: int,
+        *,
+        recovery_point: int,
+        clean: bool,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        flush_interval_messages: int | None = None,
+        on_event: EventSink | None = None,
+        log_start_offset: int | None = None,
+    ) -> "PartitionLog":
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, topic, partition, segment_bytes=segment_bytes,
+                  flush_interval_messages=flush_interval_messages, on_event=on_event)
+        log._load(recovery_point, clean, log_start_offset or 0)
+        return log
+
+    def _load(self, recovery_point: int, clean: bool, log_start_checkpoint: int) -> None:
+        bases = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_RE.match(p.name)))
+        for p in self.dir.glob("*.index"):  # an index without its .log is garbage (Kafka deletes it)
+            if not p.with_suffix(".log").exists():
+                p.unlink()
+        if not bases:
+            self._add_segment(Segment(self.dir, log_start_checkpoint, create=True))
+            self._log_start_offset = log_start_checkpoint
+            self._recovery_point = log_start_checkpoint
+            self.epoch_cache.truncate_from_end(log_start_checkpoint)
+            return
+        for base in bases:
+            self._add_segment(Segment(self.dir, base))
+        if clean:
+            for seg in self._segments:
+                if not seg.load_index():
+                    seg.rebuild_index_from_headers()
+        else:
+            self._recover(recovery_point)
+        self._log_start_offset = max(log_start_checkpoint, self._bases[0])
+        leo = self.log_end_offset
+        if self._log_start_offset > leo:  # Kafka: deleteSegmentsIfLogStartGreaterThanLogEnd
+            self._truncate_fully(self._log_start_offset, reason="log_start_offset_beyond_log_end")
+            return
+        # Kafka's LogLoader: clean → recovery point = LEO; unclean → min(checkpoint, LEO). Recovery
+        # itself never advances it: only a flush makes recovered bytes durable.
+        self._recovery_point = leo if clean else min(recovery_point, leo)
+        self.epoch_cache.truncate_from_end(leo)
+        self.active.delete_index()  # the active segment never has an on-disk index
+
+    def _recover(self, recovery_point: int) -> None:
+        start = max(bisect_right(self._bases, recovery_point) - 1, 0)
+        for seg in self._segments[:start]:
+            if not seg.load_index():
+                seg.rebuild_index_from_headers()
+        truncated = 0
+        from_offset = None
+        reason = None
+        cut_at = len(self._segments)
+        expected = self._segments[start - 1].next_offset if start > 0 else None
+        cache_changed = False
+        for idx in range(start, len(self._segments)):
+            seg = self._segments[idx]
+            buf = seg.read_all()
+            seg.last_offsets = array("q")
+            seg.positions = array("q")
+            valid_end = 0
+            for h in records.iter_batches(buf, 0, check_crc=True):
+                problem = None
+                if not h.crc_valid:
+                    problem = "bad magic" if h.magic != records.CURRENT_MAGIC else "CRC mismatch"
+                elif h.last_offset < h.base_offset:
+                    problem = "negative lastOffsetDelta"
+                elif h.base_offset < (expected if expected is not None else seg.base_offset):
+                    problem = f"offset {h.base_offset} not above previous offset {(expected or seg.base_offset) - 1}"
+                if problem:
+                    reason = f"{problem} in batch at {seg.log_path.name} position {h.position}"
+                    from_offset = h.last_offset + 1
+                    break
+                seg.last_offsets.append(h.last_offset)
+                seg.positions.append(h.position)
+                cache_changed |= self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset, persist=False)
+                expected = h.last_offset + 1
+                valid_end = h.position + h.length
+            if valid_end < seg.size:
+                if reason is None:
+                    reason = f"incomplete batch at {seg.log_path.name} position {valid_end}"
+                    tail = buf[valid_end:]
+                    if len(tail) >= 27:  # a torn batch still names its offsets in the first 27 bytes
+                        base = int.from_bytes(tail[0:8], "big", signed=True)
+                        from_offset = base + int.from_bytes(tail[23:27], "big", signed=True) + 1
+                truncated += seg.truncate_bytes(valid_end)
+                cut_at = idx + 1
+                break
+        for seg in self._segments[cut_at:]:
+            truncated += seg.size
+            seg.delete()
+        del self._segments[cut_at:], self._bases[cut_at:]
+        if cache_changed:
+            self.epoch_cache.flush()
+        leo = self.log_end_offset
+        if truncated:
+            self._emit("truncation", from_offset=max(from_offset or leo, leo), to_offset=leo,
+                       reason=f"recovery: {reason}", truncated_bytes=truncated)
+        self._emit("recovery", recovery_point=recovery_point, log_end_offset=leo,
+                   truncated_bytes=truncated, reason="unclean_shutdown" + (f": {reason}" if reason else ""))
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset if self._segments else self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    # ------------------------------------------------------------------ appends
+
+    def append_as_leader(self, batch: bytes, leader_epoch: int) -> tuple[int, int]:
+        """Assign offsets from the LEO and stamp ``leader_epoch`` into every batch of ``batch``.
+
+        The producer's CRC is validated first (Kafka's LogValidator); baseOffset and
+        partitionLeaderEpoch lie outside the CRC's range, so patching them keeps it valid.
+        Returns (base offset of the first batch, last offset of the last batch).
+        """
+        with self._lock:
+            buf = bytearray(batch)
+            next_offset = self.log_end_offset
+            first_base = next_offset
+            lasts: list[int] = []
+            poss: list[int] = []
+            end = 0
+            for h in records.iter_batches(buf, 0, check_crc=True):
+                if not h.crc_valid:
+                    raise CorruptRecordError(records.validate_batch(memoryview(buf)[h.position:]) or "invalid batch")
+                records.stamp(buf, h.position, next_offset, leader_epoch)
+                poss.append(h.position)
+                next_offset += h.last_offset - h.base_offset + 1
+                lasts.append(next_offset - 1)
+                end = h.position + h.length
+            if end != len(buf) or not lasts:
+                raise CorruptRecordError(records.validate_batch(memoryview(buf)[end:]) or "trailing bytes after the last batch")
+            if self.epoch_cache.latest_epoch != leader_epoch:
+                self.epoch_cache.assign(leader_epoch, first_base)
+            self._write(bytes(buf), lasts, poss)
+            return first_base, lasts[-1]
+
+    def append_as_follower(self, batches: bytes) -> int:
+        """Append batches fetched from the leader, keeping its offsets and epochs; returns the
+        last offset (LEO - 1 when ``batches`` is empty)."""
+        with self._lock:
+            if not batches:
+                return self.log_end_offset - 1
+            expected = self.log_end_offset
+            lasts: list[int] = []
+            poss: list[int] = []
+            end = 0
+            for h in records.iter_batches(batches, 0, check_crc=True):
+                if not h.crc_valid:
+                    raise CorruptRecordError(records.validate_batch(memoryview(batches)[h.position:]) or "invalid batch")
+                if h.base_offset < expected or h.last_offset < h.base_offset:
+                    raise UnexpectedAppendOffset(
+                        f"{self.topic}-{self.partition}: follower append at offset {h.base_offset}, LEO {self.log_end_offset}")
+                if h.partition_leader_epoch != self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                lasts.append(h.last_offset)
+                poss.append(h.position)
+                expected = h.last_offset + 1
+                end = h.position + h.length
+            if end != len(batches) or not lasts:
+                raise CorruptRecordError(records.validate_batch(memoryview(batches)[end:]) or "trailing bytes after the last batch")
+            self._write(bytes(batches), lasts, poss)
+            return lasts[-1]
+
+    def _write(self, data: bytes, lasts: list[int], poss: list[int]) -> None:
+        seg = self.active
+        if seg.size > 0 and seg.size + len(data) > self.segment_bytes:
+            seg = self._roll(self._first_base(data))
+        seg.append(data, lasts, poss)
+        if self.flush_interval_messages and self.log_end_offset - self._recovery_point >= self.flush_interval_messages:
+            self.flush()
+
+    @staticmethod
+    def _first_base(data: bytes) -> int:
+        return int.from_bytes(data[0:8], "big", signed=True)
+
+    def _roll(self, base_offset: int) -> Segment:
+        """Start a new segment; like Kafka, flush everything before it first."""
+        self.flush()
+        old = self.active
+        old.write_index()
+        new = Segment(self.dir, base_offset, create=True)
+        self._add_segment(new)
+        self._dir_dirty = True
+        return new
+
+    def _add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    # ------------------------------------------------------------------ flush
+
+    def flush(self) -> None:
+        """fsync every dirty segment (and the directory), then advance the recovery point to the LEO."""
+        with self._lock:
+            for seg in self._segments:
+                seg.flush()
+            if self._dir_dirty:
+                fsync_dir(self.dir)
+                self._dir_dirty = False
+            leo = self.log_end_offset
+            moved = leo != self._recovery_point
+            self._recovery_point = leo
+        if moved and self.on_flush is not None:
+            self.on_flush(self)
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, start_offset: int, max_bytes: int, max_offset_exclusive: int | None = None) -> bytes:
+        """Whole batches from the one containing ``start_offset``, up to ``max_bytes`` (always at
+        least one batch), excluding batches that reach ``max_offset_exclusive`` (e.g. the HWM)."""
+        with self._lock:
+            leo = self.log_end_offset
+            if start_offset < self._log_start_offset or start_offset > leo:
+                raise OffsetOutOfRange(
+                    f"{self.topic}-{self.partition}: offset {start_offset} outside [{self._log_start_offset}, {leo}]")
+            if start_offset == leo:
+                return b""
+            i = max(bisect_right(self._bases, start_offset) - 1, 0)
+            for seg in self._segments[i:]:
+                data = seg.read(start_offset, max_bytes, max_offset_exclusive)
+                if data or (max_offset_exclusive is not None and seg.next_offset >= max_offset_exclusive):
+                    return data
+            return b""
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int, reason: str = "truncate_to") -> None:
+        """Remove everything at and after ``offset`` (follower divergence, seed 003 §2.2.2).
+
+        Truncation happens at a batch boundary: a batch containing ``offset`` is removed whole,
+        so the LEO afterwards is that batch's base offset.
+        """
+        with self._lock:
+            old_leo = self.log_end_offset
+            if offset >= old_leo:
+                return
+            if offset < self._bases[0]:
+                self._truncate_fully(offset, reason=reason)
+                return
+            keep = bisect_right(self._bases, offset)
+            for seg in self._segments[keep:]:
+                seg.delete()
+            del self._segments[keep:], self._bases[keep:]
+            self.active.truncate_to_offset(offset)
+            self.active.delete_index()
+            leo = self.log_end_offset
+            self._recovery_point = min(self._recovery_point, leo)
+            self.epoch_cache.truncate_from_end(leo)
+            self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
+
+    def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
+        """Delete every segment and restart the log empty at ``offset`` (a follower whose fetch
+        offset is below the leader's log start offset)."""
+        with self._lock:
+            self._truncate_fully(offset, reason=reason)
+
+    def _truncate_fully(self, offset: int, *, reason: str) -> None:
+        old_leo = self.log_end_offset
+        for seg in self._segments:
+            seg.delete()
+        self._segments.clear()
+        self._bases.clear()
+        self._add_segment(Segment(self.dir, offset, create=True))
+        self._dir_dirty = True
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self.epoch_cache.clear()
+        self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason)
+
+    # ------------------------------------------------------------------ epoch cache
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return self.epoch_cache.entries()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch ≤ ``epoch``, start of the next epoch or LEO)."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for(epoch)
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, clean: bool = True) -> None:
+        """Clean: flush and write the active segment's index. Unclean: just drop the descriptors
+        (what a SIGKILL leaves behind: page-cache contents intact, recovery point not advanced)."""
+        with self._lock:
+            if self._closed:
+                return
+            if clean:
+                self.flush()
+                self.active.write_index()
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+
+    def _emit(self, event: str, **fields: object) -> None:
+        if self._on_event is not None:
+            self._on_event(event, {"topic": self.topic, "partition": self.partition, **fields})
