@@ -1,0 +1,182 @@
+"""Campaign files: what to run against which target, and what verdict to expect.
+
+Why strict and resolved up front: a campaign is the replayable unit of evidence. Every
+override (``--set``) and the seed are applied *before* validation, so a bad override is
+caught the same way as a bad file (exit 2, one line), and the run directory gets the
+resolved copy (``RUN/campaign.yaml``) that ``run.json.command`` re-runs. The schema is
+documented in docs/campaigns.md; the step language lives in :mod:`nemeses.schedule`.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import Checker, ConfigError, join, load_yaml, parse_override, resolve_path
+from harness.inventory import Inventory, load_inventory
+from nemeses.schedule import Schedule, parse_schedule
+
+TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "seed")
+TARGET_KEYS = ("inventory", "settings")
+TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas")
+WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
+                 "recovery_timeout", "value_bytes", "request_timeout")
+EXPECT = ("no-loss", "loss")
+
+
+@dataclass
+class TopicSpec:
+    name: str = "faultline"
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+
+
+@dataclass
+class WorkloadSpec:
+    producers: int = 2
+    consumers: int = 1
+    rate: float = 100.0            # messages per second per producer
+    duration: float = 30.0         # seconds of workload (the schedule may extend it)
+    idempotence: bool = True
+    drain_timeout: float = 30.0    # seconds the final drain may take
+    recovery_timeout: float = 30.0 # seconds to wait for every partition to have a leader and min ISR
+    value_bytes: int = 0           # pad values to this size (0: just the self-describing id)
+    request_timeout: float = 10.0  # producer delivery timeout, seconds
+
+
+@dataclass
+class Campaign:
+    path: Path
+    name: str
+    inventory_path: Path
+    inventory: Inventory
+    settings: dict[str, Any]
+    topic: TopicSpec
+    workload: WorkloadSpec
+    schedule: Schedule
+    expect: str
+    seed: int
+    raw: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+
+    def resolved_yaml(self) -> str:
+        """The campaign as run: overrides applied, seed fixed, inventory path absolute."""
+        doc = copy.deepcopy(self.raw)
+        doc["name"] = self.name
+        doc["seed"] = self.seed
+        doc.setdefault("target", {})["inventory"] = str(self.inventory_path)
+        return yaml.safe_dump(doc, sort_keys=False)
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
+    """Apply ``--set dotted.key=value``. ``target.<kafka.key>`` sets a target setting (the
+    remainder is a Kafka config key that itself contains dots, e.g. ``kip903.enabled``)."""
+    for item in overrides:
+        keys, value = parse_override(item)
+        if keys[0] not in TOP_KEYS:
+            raise ConfigError(None, "--set", f"{'.'.join(keys)}: unknown campaign key {keys[0]!r}; expected one of {', '.join(TOP_KEYS)}")
+        if keys[0] == "target" and len(keys) > 1 and keys[1] != "inventory":
+            rest = keys[2:] if keys[1] == "settings" else keys[1:]
+            if not rest:
+                raise ConfigError(None, "--set", f"{'.'.join(keys)}: name a target setting, e.g. target.kip903.enabled=false")
+            tgt = doc.setdefault("target", {})
+            if not isinstance(tgt, dict):
+                raise ConfigError(None, "--set", "target: the campaign's target is not a mapping")
+            settings = tgt.setdefault("settings", {})
+            if not isinstance(settings, dict):
+                raise ConfigError(None, "--set", "target.settings: the campaign's settings is not a mapping")
+            settings[".".join(rest)] = value
+            continue
+        node: Any = doc
+        for i, k in enumerate(keys[:-1]):
+            nxt = node.get(k) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = node[k] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(None, "--set", f"{'.'.join(keys)}: {'.'.join(keys[:i + 1])} is not a mapping")
+            node = nxt
+        node[keys[-1]] = value
+
+
+def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None = None,
+                  seed: int | None = None) -> Campaign:
+    path = Path(file)
+    doc = load_yaml(path, "campaign")
+    c = Checker(path)
+    if doc is None:
+        raise c.fail("", "campaign is empty; expected a mapping (see docs/campaigns.md)")
+    doc = c.mapping(doc, "", allow_none=False)
+    overrides = list(overrides or [])
+    apply_overrides(doc, overrides)
+    c.keys(doc, "", TOP_KEYS, required=["target"])
+
+    name = c.string(doc.get("name", path.stem), "name")
+    if any(ch in name for ch in "/\\ \t") or name.startswith("."):
+        raise c.fail("name", f"must be usable as a folder name (no slashes or spaces), got {name!r}")
+    if doc.get("description") is not None:
+        c.string(doc["description"], "description")
+    target = c.mapping(doc["target"], "target", allow_none=False)
+    c.keys(target, "target", TARGET_KEYS, required=["inventory"])
+    inv_raw = c.string(target["inventory"], "target.inventory")
+    inv_path = resolve_path(inv_raw, relative_to=path.resolve().parent)
+    if not inv_path.exists():
+        raise c.fail("target.inventory", f"inventory file {inv_raw} not found (looked beside the campaign and in the current folder)")
+    inventory = load_inventory(inv_path)
+    settings = c.mapping(target.get("settings"), "target.settings")
+    for k, v in settings.items():
+        c.scalar(v, join("target.settings", k))
+    if settings and not inventory.embedded:
+        raise c.fail("target.settings", "target settings are passed to the embedded kraftsim cluster; "
+                     "a remote cluster's configuration is its own (remove target.settings)")
+
+    t = c.mapping(doc.get("topic"), "topic")
+    c.keys(t, "topic", TOPIC_KEYS)
+    d = TopicSpec()
+    topic = TopicSpec(
+        name=c.string(t.get("name", d.name), "topic.name"),
+        partitions=c.integer(t.get("partitions", d.partitions), "topic.partitions", min=1, max=1000),
+        replication_factor=c.integer(t.get("replication_factor", d.replication_factor), "topic.replication_factor", min=1),
+        min_insync_replicas=c.integer(t.get("min_insync_replicas", d.min_insync_replicas), "topic.min_insync_replicas", min=1),
+    )
+    if not all(ch.isalnum() or ch in "._-" for ch in topic.name) or len(topic.name) > 249:
+        raise c.fail("topic.name", f"a Kafka topic name uses only letters, digits, '.', '_' and '-', got {topic.name!r}")
+    if topic.min_insync_replicas > topic.replication_factor:
+        raise c.fail("topic.min_insync_replicas", f"{topic.min_insync_replicas} is above replication_factor "
+                     f"{topic.replication_factor}: no acks=all write could ever succeed")
+    brokers = inventory.broker_count()
+    if topic.replication_factor > brokers:
+        raise c.fail("topic.replication_factor", f"{topic.replication_factor} is more than the target's {brokers} broker(s)")
+
+    w = c.mapping(doc.get("workload"), "workload")
+    c.keys(w, "workload", WORKLOAD_KEYS)
+    dw = WorkloadSpec()
+    workload = WorkloadSpec(
+        producers=c.integer(w.get("producers", dw.producers), "workload.producers", min=1, max=64),
+        consumers=c.integer(w.get("consumers", dw.consumers), "workload.consumers", min=0, max=64),
+        rate=c.number(w.get("rate", dw.rate), "workload.rate", positive=True),
+        duration=c.number(w.get("duration", dw.duration), "workload.duration", positive=True),
+        idempotence=c.boolean(w.get("idempotence", dw.idempotence), "workload.idempotence"),
+        drain_timeout=c.number(w.get("drain_timeout", dw.drain_timeout), "workload.drain_timeout", positive=True),
+        recovery_timeout=c.number(w.get("recovery_timeout", dw.recovery_timeout), "workload.recovery_timeout", min=0),
+        value_bytes=c.integer(w.get("value_bytes", dw.value_bytes), "workload.value_bytes", min=0, max=1 << 20),
+        request_timeout=c.number(w.get("request_timeout", dw.request_timeout), "workload.request_timeout", positive=True),
+    )
+
+    expect = c.string(doc.get("expect", "no-loss"), "expect", choices=EXPECT)
+    host_names = None if inventory.embedded else set(inventory.hosts)
+    schedule = parse_schedule(c, doc.get("nemesis"), "nemesis", partitions=topic.partitions,
+                              host_names=host_names, embedded_brokers=brokers if inventory.embedded else None)
+    # precedence: --seed, then nemesis.random.seed, then the campaign's seed, then a fresh one
+    if seed is None and schedule.random is not None and schedule.random.seed is not None:
+        seed = schedule.random.seed
+    if seed is None:
+        seed = c.integer(doc["seed"], "seed", min=0) if doc.get("seed") is not None else random.SystemRandom().randrange(1, 2**31)
+    return Campaign(path=path.resolve(), name=name, inventory_path=inv_path, inventory=inventory,
+                    settings={**inventory.kraftsim_settings, **settings}, topic=topic, workload=workload,
+                    schedule=schedule, expect=expect, seed=seed, raw=doc, overrides=overrides)

@@ -1,0 +1,351 @@
+"""The target cluster: its nodes (behind transports), its bootstrap servers, its logs.
+
+Why here and not in the nemeses: a nemesis only knows :class:`nemeses.base.Node`
+(start/stop the service, its pids, its transport). How a service is started — a systemd
+unit on a lab host, a command with a pid file in a container, or a kraftsim process on
+this machine — is inventory knowledge, and lives in :class:`ClusterNode`.
+
+The embedded target is made concrete at run time: :class:`EmbeddedKraftsim` starts
+``python -m kraftsim cluster`` in ``RUN/cluster``, records it in the heal ledger as a
+``process`` entry (before it is started), waits for its ``bootstrap.servers=`` line and
+writes ``RUN/inventory.yaml``: an ordinary local inventory of those processes (pid files,
+``python -m kraftsim broker --config ...`` restart commands, event logs). Faults are
+recorded against that file, so `faultline heal` rebuilds the same nodes in a new process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.inventory import HostSpec, Inventory, load_inventory
+from harness.ledger import Ledger, new_id
+from harness.transport.base import Transport, TransportError
+from harness.transport.local import LocalTransport, kill_process_group
+
+
+class InfraError(RuntimeError):
+    """The target or the machine failed us (not the user's config): exit code 3."""
+
+
+def make_transport(inv: Inventory, spec: HostSpec) -> Transport:
+    """The transport an inventory asks for; SSH and Docker come from the remote-targets part."""
+    if inv.transport == "local":
+        return LocalTransport(spec.name, netns=spec.netns)
+    if inv.transport == "ssh":
+        try:
+            from harness.transport.ssh import SshTransport
+        except Exception as e:  # noqa: BLE001
+            raise InfraError(f"ssh transport unavailable: {e}") from None
+        return SshTransport(spec.name, spec.address, spec.port or 22, spec.user, spec.key_file,
+                            known_hosts=inv.known_hosts, accept_new_host_keys=inv.accept_new_host_keys,
+                            sudo=spec.sudo, sudo_password_env=inv.sudo_password_env)
+    try:
+        from harness.transport.docker import DockerTransport
+    except Exception as e:  # noqa: BLE001
+        raise InfraError(f"docker transport unavailable: {e}") from None
+    return DockerTransport(spec.name, spec.container)
+
+
+class ClusterNode:
+    """One inventory host as a :class:`nemeses.base.Node`."""
+
+    def __init__(self, spec: HostSpec, transport: Transport):
+        self.spec = spec
+        self.name = spec.name
+        self.role = spec.role
+        self.node_id = int(spec.node_id if spec.node_id is not None else -1)
+        self.address = spec.address
+        self.transport = transport
+        self.sudo = spec.sudo
+
+    def __repr__(self) -> str:
+        return f"ClusterNode({self.name}, {self.role}, id={self.node_id})"
+
+    # -- service control ------------------------------------------------------------------
+    def start_service(self) -> None:
+        svc = self.spec.service
+        assert svc is not None
+        if svc.systemd:
+            self.transport.run(["systemctl", "start", svc.systemd], sudo=True, check=True)
+            return
+        log = svc.log or f"{svc.pidfile}.log"
+        pid = self.transport.spawn(svc.command or "", log_path=log, sudo=self.sudo)
+        self.transport.write_text(svc.pidfile or "", f"{pid}\n", sudo=self.sudo)
+
+    def stop_service(self, sig: int = signal.SIGTERM) -> None:
+        """Signal the service and wait for it to exit (SIGTERM escalates to SIGKILL after 30 s)."""
+        svc = self.spec.service
+        assert svc is not None
+        if svc.systemd:
+            if sig == signal.SIGTERM:
+                self.transport.run(["systemctl", "stop", svc.systemd], sudo=True, timeout=120)
+            else:
+                self.transport.run(["systemctl", "kill", f"--signal={int(sig)}", svc.systemd], sudo=True)
+        else:
+            for pid in self.service_pids():
+                self.transport.signal(pid, sig, sudo=self.sudo)
+        deadline = time.monotonic() + (30 if sig == signal.SIGTERM else 10)
+        while self.service_pids():
+            if time.monotonic() > deadline:
+                if sig == signal.SIGTERM:
+                    self.stop_service(signal.SIGKILL)
+                    return
+                raise InfraError(f"{self.name}: service still running after signal {int(sig)}")
+            time.sleep(0.05)
+
+    def service_pids(self) -> list[int]:
+        svc = self.spec.service
+        if svc is None:
+            return []
+        if svc.systemd:
+            r = self.transport.run(["systemctl", "show", "-p", "MainPID", "--value", svc.systemd])
+            try:
+                pid = int(r.stdout.strip() or 0)
+            except ValueError:
+                return []
+            return [pid] if pid > 0 else []
+        text = self.transport.read_text(svc.pidfile or "")
+        if not text or not text.split():
+            return []
+        try:
+            pid = int(text.split()[0])
+        except ValueError:
+            return []
+        return [pid] if self.transport.pid_alive(pid) else []
+
+
+@dataclass
+class Cluster:
+    """The nodes of one target, its bootstrap servers and where its event logs are."""
+    inventory: Inventory
+    nodes: dict[str, ClusterNode]
+    bootstrap: str
+    inventory_path: Path
+    embedded: "EmbeddedKraftsim | None" = None
+    _events_cache: tuple[float, list[dict[str, Any]]] = field(default=(0.0, []), repr=False)
+
+    @classmethod
+    def from_inventory(cls, inv: Inventory, *, embedded: "EmbeddedKraftsim | None" = None) -> "Cluster":
+        nodes = {name: ClusterNode(spec, make_transport(inv, spec)) for name, spec in inv.hosts.items()}
+        return cls(inv, nodes, inv.bootstrap or "", inv.path, embedded)
+
+    def brokers(self) -> list[ClusterNode]:
+        return [n for n in self.nodes.values() if n.role == "broker"]
+
+    def check_reachable(self) -> None:
+        """Remote targets: every host answers and its service runs (else exit 3)."""
+        for n in self.nodes.values():
+            if not n.transport.alive():
+                raise InfraError(f"{n.name}: host does not answer ({self.inventory.transport} transport)")
+            if not n.service_pids():
+                raise InfraError(f"{n.name}: Kafka service is not running (start it, or run `faultline heal`)")
+
+    def event_log_path(self, node: ClusterNode) -> str | None:
+        return node.spec.event_log
+
+    def events_since(self, wall: float) -> list[dict[str, Any]]:
+        """Cluster events with ``wall >= wall`` from every node's event log (cached 0.5 s)."""
+        at, cached = self._events_cache
+        if time.monotonic() - at > 0.5:
+            cached = []
+            for n in self.nodes.values():
+                p = self.event_log_path(n)
+                if not p:
+                    continue
+                try:
+                    text = n.transport.read_text(p) or ""
+                except TransportError:
+                    continue
+                for line in text.splitlines():
+                    try:
+                        cached.append(json.loads(line))
+                    except ValueError:
+                        continue
+            self._events_cache = (time.monotonic(), cached)
+        return [e for e in cached if isinstance(e.get("wall"), (int, float)) and e["wall"] >= wall]
+
+    def collect_logs(self, run_dir: Path) -> list[str]:
+        """Copy each node's event log (and service log) to ``RUN/cluster-logs/<host>/``."""
+        problems = []
+        for n in self.nodes.values():
+            dest = run_dir / "cluster-logs" / n.name
+            dest.mkdir(parents=True, exist_ok=True)
+            p = self.event_log_path(n)
+            if p:
+                try:
+                    n.transport.get(p, str(dest / "events.jsonl"))
+                except Exception as e:  # noqa: BLE001 - a missing log is reported, not fatal
+                    problems.append(f"{n.name}: event log {p}: {e}")
+            svc = n.spec.service
+            if svc and svc.log:
+                try:
+                    n.transport.get(svc.log, str(dest / Path(svc.log).name))
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"{n.name}: service log {svc.log}: {e}")
+        return problems
+
+
+# ---------------------------------------------------------------------------------------
+# the embedded kraftsim cluster
+
+def read_properties(path: Path) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        k, sep, v = line.partition("=")
+        if sep:
+            props[k.strip()] = v.strip()
+    return props
+
+
+class EmbeddedKraftsim:
+    """``python -m kraftsim cluster`` for one run, registered in the ledger as a process."""
+
+    READY_RE = re.compile(r"^bootstrap\.servers=(\S+)\s*$", re.M)
+
+    def __init__(self, run_dir: Path, brokers: int, settings: dict[str, Any], ledger: Ledger):
+        self.run_dir = run_dir
+        self.dir = run_dir / "cluster"
+        self.brokers = brokers
+        self.settings = settings
+        self.ledger = ledger
+        self.log = self.dir / "cluster.log"
+        self.pid: int | None = None
+        self.entry_id = new_id("p")
+        self.bootstrap = ""
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kraftsim", "cluster", "--brokers", str(self.brokers), "--dir", str(self.dir)]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+        return cmd
+
+    def start(self, timeout: float = 90.0) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        record = {"what": "kraftsim cluster", "dir": str(self.dir), "pid": None}
+        self.ledger.apply(self.entry_id, "process", record)  # before it exists
+        self.pid = LocalTransport("embedded").spawn(self.command(), log_path=str(self.log))
+        self.ledger.apply(self.entry_id, "process", {**record, "pid": self.pid, "pgid": self.pid})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+            m = self.READY_RE.search(text)
+            if m:
+                self.bootstrap = m.group(1)
+                return self.bootstrap
+            if not LocalTransport("embedded").pid_alive(self.pid):
+                last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["(no output)"]
+                raise InfraError(f"kraftsim cluster exited before it was ready: {last[0][:300]} (log: {self.log})")
+            time.sleep(0.1)
+        raise InfraError(f"kraftsim cluster not ready within {timeout:g}s (log: {self.log})")
+
+    def write_inventory(self) -> Path:
+        """Describe the running cluster as a plain local inventory (RUN/inventory.yaml)."""
+        py = shlex.quote(sys.executable)
+        brokers: dict[str, Any] = {}
+        controllers: dict[str, Any] = {}
+        for props_file in sorted(self.dir.glob("*.properties")):
+            stem = props_file.stem
+            props = read_properties(props_file)
+            role = "controller" if stem.startswith("controller") else "broker"
+            m = re.search(r"(\d+)$", stem)
+            node_id = int(props.get("node.id") or (m.group(1) if m else 0))
+            host: dict[str, Any] = {
+                "kafka_node_id": node_id,
+                "kafka_service": {
+                    "command": f"{py} -m kraftsim {role} --config {shlex.quote(str(props_file))}",
+                    "pidfile": str(self.dir / f"{stem}.pid"),
+                    "log": str(self.dir / f"{stem}.log"),
+                },
+                "kafka_event_log": str(self.dir / stem / "events.jsonl"),
+            }
+            listeners = props.get("advertised.listeners") or props.get("listeners")
+            if listeners and re.search(r"://[^,]+:\d+", listeners):
+                host["kafka_listeners"] = listeners
+            dirs = props.get("log.dirs") or props.get("log.dir")
+            if dirs:
+                host["kafka_data_dirs"] = [d for d in dirs.split(",") if d]
+            (controllers if role == "controller" else brokers)[stem] = host
+        if not brokers:
+            raise InfraError(f"kraftsim wrote no broker-<id>.properties in {self.dir}")
+        # a controller sharing a node id with a broker (combined numbering) gets its own id space
+        ids = {h["kafka_node_id"] for h in brokers.values()}
+        for h in controllers.values():
+            if h["kafka_node_id"] in ids:
+                h["kafka_node_id"] = 1000 + h["kafka_node_id"]
+        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap},
+                       "children": {"brokers": {"hosts": brokers},
+                                    **({"controllers": {"hosts": controllers}} if controllers else {})}}}
+        path = self.run_dir / "inventory.yaml"
+        path.write_text("# generated by faultline: the embedded kraftsim cluster of this run\n"
+                        + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return path
+
+    def stop(self) -> None:
+        """SIGTERM (kraftsim stops brokers restarted by hand too), then make sure."""
+        if self.pid is not None and LocalTransport("embedded").pid_alive(self.pid):
+            os.kill(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while LocalTransport("embedded").pid_alive(self.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        kill_embedded({"pid": self.pid, "pgid": self.pid, "dir": str(self.dir)})
+        self.ledger.healed(self.entry_id)
+
+
+def kill_embedded(record: dict[str, Any]) -> int:
+    """Kill whatever an embedded cluster left: its process group, every pid file in its
+    directory, and any process whose command line names the directory. Returns kills sent."""
+    sent = 0
+    pgid = record.get("pgid")
+    if pgid:
+        kill_process_group(int(pgid), signal.SIGKILL)
+        sent += 1
+    d = record.get("dir")
+    if not d:
+        return sent
+    for pf in Path(d).glob("*.pid"):
+        try:
+            pid = int(pf.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        for fn in (lambda p: os.killpg(p, signal.SIGCONT), lambda p: os.kill(p, signal.SIGCONT)):
+            try:
+                fn(pid)
+            except OSError:
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+            sent += 1
+        except OSError:
+            pass
+    r = subprocess.run(["pgrep", "-f", "--", str(d)], capture_output=True, text=True)
+    for line in r.stdout.split():
+        try:
+            pid = int(line)
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            sent += 1
+        except OSError:
+            pass
+    return sent
+
+
+def load_cluster_inventory(path: str | Path) -> Inventory:
+    return load_inventory(path)

@@ -1,0 +1,95 @@
+"""Heal what the ledger says is still applied: `faultline heal` and the start of every run.
+
+Why from the ledger alone: the process that applied a fault may be dead (SIGKILL, OOM,
+a crashed laptop). Each open entry says which nemesis applied it, against which
+inventory, with the nemesis's own undo data; a fresh process rebuilds the nodes from that
+inventory file and calls ``REGISTRY[nemesis].stop(record)``. Entries of kind
+``process`` (the embedded cluster, proxies) are killed by recorded pid/process group.
+Entries are undone newest first (a broker restarted before its cluster is stopped, a
+rule removed before the proxy behind it goes). A failing entry is reported and left open
+so the next heal retries it; the others still heal.
+"""
+from __future__ import annotations
+
+import random
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cluster import Cluster, kill_embedded
+from harness.config import ConfigError
+from harness.inventory import load_inventory
+from harness.ledger import Ledger
+from harness.timeline import NullTimeline, Timeline
+from harness.transport.local import kill_process_group
+from nemeses.base import FaultRecord, NemesisContext, REGISTRY
+from nemeses.schedule import load_nemeses
+
+
+@dataclass
+class HealReport:
+    healed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def _ctx_for(inv_path: str | None, ledger: Ledger, timeline: Timeline, cache: dict[str, Any],
+             override: str | None) -> NemesisContext:
+    path = override or inv_path or ""
+    if path not in cache:
+        nodes: dict[str, Any] = {}
+        if path and Path(path).exists():
+            inv = load_inventory(path)
+            if not inv.embedded:
+                nodes = dict(Cluster.from_inventory(inv).nodes)
+        cache[path] = NemesisContext(nodes=nodes, timeline=timeline, ledger=ledger, rng=random.Random(0),
+                                     inventory_path=path)
+    return cache[path]
+
+
+def heal_process(record: dict[str, Any]) -> None:
+    """A process faultline started (embedded cluster, proxy): kill it and what it left."""
+    if record.get("dir"):
+        kill_embedded(record)
+        return
+    pgid = record.get("pgid") or record.get("pid")
+    if pgid:
+        kill_process_group(int(pgid), signal.SIGCONT)
+        kill_process_group(int(pgid), signal.SIGKILL)
+
+
+def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
+             timeline: Timeline | None = None, only_ids: set[str] | None = None) -> HealReport:
+    ledger = ledger or Ledger()
+    timeline = timeline or NullTimeline()
+    load_nemeses()
+    report = HealReport()
+    cache: dict[str, Any] = {}
+    for entry in ledger.open_entries():
+        eid = entry.get("id", "?")
+        if only_ids is not None and eid not in only_ids:
+            continue
+        what = f"{entry.get('kind')} {entry.get('nemesis') or entry.get('record', {}).get('what', '')} {eid}".strip()
+        try:
+            if entry.get("kind") == "process":
+                heal_process(entry.get("record") or {})
+                ledger.healed(eid)
+            else:
+                name = entry.get("nemesis")
+                if name not in REGISTRY:
+                    raise RuntimeError(f"nemesis {name!r} is not installed")
+                rec = FaultRecord.from_json(entry["record"])
+                ctx = _ctx_for(entry.get("inventory"), ledger, timeline, cache, inventory)
+                nem = REGISTRY[name]()
+                nem.setup(ctx)
+                nem.stop(rec)  # ends with ledger.healed(rec.id) via Nemesis.end
+                if rec.id != eid:
+                    ledger.healed(eid)
+            report.healed.append(what)
+        except ConfigError as e:
+            report.failed.append(f"{what}: inventory: {e}")
+        except Exception as e:  # noqa: BLE001 - one line per failure; others still heal
+            report.failed.append(f"{what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if not report.failed:
+        ledger.compact()
+    return report

@@ -1,0 +1,260 @@
+"""Inventories: which hosts make up the target cluster and how faultline reaches them.
+
+Why the Ansible shape: lab teams already describe their Kafka hosts as an Ansible
+inventory (``all: vars / children: brokers|controllers: hosts: NAME: {ansible_host, ...}``);
+faultline reads that file as is and needs only a few ``kafka_*``/``faultline_*`` vars
+added (docs/inventory.md). Variables merge as Ansible does: ``all.vars`` < group ``vars`` <
+host vars. Unknown ``ansible_*`` keys are accepted and ignored; unknown ``faultline_*``
+and ``kafka_*`` keys are errors; other lab vars must be named in
+``faultline_ignore_vars`` (strict by default, so a typo never passes silently).
+
+The embedded target (``faultline_embedded: kraftsim``, local transport only) has no hosts
+in the file: the run loop starts ``python -m kraftsim cluster`` and writes a concrete
+local inventory of that cluster into the run directory (harness.cluster), which is what
+the ledger records and what `faultline heal` later reloads.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import Checker, ConfigError, join, load_yaml
+
+TRANSPORTS = ("local", "ssh", "docker")
+GROUPS = ("controllers", "brokers")
+ROLE_OF_GROUP = {"controllers": "controller", "brokers": "broker"}
+
+#: variables valid at all.vars level only
+GLOBAL_VARS = {
+    "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim",
+    "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
+    "faultline_known_hosts", "faultline_ignore_vars",
+}
+#: variables valid on a host, a group's vars or all.vars (inherited)
+HOST_VARS = {
+    "ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
+    "faultline_container", "faultline_netns", "kafka_node_id", "kafka_listeners",
+    "kafka_data_dirs", "kafka_service", "kafka_event_log", "faultline_sudo",
+}
+KRAFTSIM_KEYS = ("brokers", "settings")
+
+
+@dataclass
+class Service:
+    """How to start/stop Kafka on a host: a systemd unit, or a command with a pid file."""
+    systemd: str | None = None
+    command: str | None = None
+    pidfile: str | None = None
+    log: str | None = None
+
+
+@dataclass
+class HostSpec:
+    name: str
+    group: str
+    role: str
+    node_id: int | None
+    address: str
+    port: int | None = None
+    user: str | None = None
+    key_file: str | None = None
+    container: str | None = None
+    netns: str | None = None
+    listeners: str | None = None
+    data_dirs: list[str] = field(default_factory=list)
+    service: Service | None = None
+    event_log: str | None = None
+    sudo: bool = False
+
+
+@dataclass
+class Inventory:
+    path: Path
+    transport: str
+    hosts: dict[str, HostSpec]
+    vars: dict[str, Any]
+    embedded: str | None = None
+    kraftsim_brokers: int = 3
+    kraftsim_settings: dict[str, Any] = field(default_factory=dict)
+    bootstrap: str | None = None
+    cluster_id: str | None = None
+    accept_new_host_keys: bool = False
+    sudo: bool = False
+    sudo_password_env: str | None = None
+    known_hosts: str | None = None
+
+    @property
+    def brokers(self) -> list[HostSpec]:
+        return [h for h in self.hosts.values() if h.role == "broker"]
+
+    @property
+    def controllers(self) -> list[HostSpec]:
+        return [h for h in self.hosts.values() if h.role == "controller"]
+
+    def broker_count(self) -> int:
+        return self.kraftsim_brokers if self.embedded else len(self.brokers)
+
+
+def _listener_hostport(listeners: str) -> tuple[str, int] | None:
+    """``PLAINTEXT://10.0.0.1:9092,CONTROLLER://...`` → the first listener's host and port."""
+    first = listeners.split(",")[0].strip()
+    hostport = first.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def load_inventory(file: str | os.PathLike[str]) -> Inventory:
+    path = Path(file)
+    doc = load_yaml(path, "inventory")
+    c = Checker(path)
+    if doc is None:
+        raise c.fail("", "inventory is empty; expected a mapping with key 'all'")
+    top = c.mapping(doc, "", allow_none=False)
+    c.keys(top, "", ["all"], required=["all"])
+    root = c.mapping(top["all"], "all", allow_none=False)
+    c.keys(root, "all", ["vars", "children", "hosts"])
+    if root.get("hosts"):
+        raise c.fail("all.hosts", "put hosts under all.children.brokers or all.children.controllers")
+    gvars = c.mapping(root.get("vars"), "all.vars")
+    ignore = set(c.str_list(gvars.get("faultline_ignore_vars", []), "all.vars.faultline_ignore_vars"))
+    _check_vars(c, gvars, "all.vars", GLOBAL_VARS | HOST_VARS, ignore)
+
+    transport = c.string(gvars.get("faultline_transport", "local"), "all.vars.faultline_transport",
+                         choices=TRANSPORTS)
+    embedded = gvars.get("faultline_embedded")
+    if embedded is not None:
+        c.string(embedded, "all.vars.faultline_embedded", choices=["kraftsim"])
+        if transport != "local":
+            raise c.fail("all.vars.faultline_embedded", "the embedded kraftsim cluster needs faultline_transport: local")
+    ks = c.mapping(gvars.get("kraftsim"), "all.vars.kraftsim")
+    c.keys(ks, "all.vars.kraftsim", KRAFTSIM_KEYS)
+    if ks and not embedded:
+        raise c.fail("all.vars.kraftsim", "only meaningful with faultline_embedded: kraftsim")
+    brokers_n = c.integer(ks.get("brokers", 3), "all.vars.kraftsim.brokers", min=1, max=9)
+    settings = c.mapping(ks.get("settings"), "all.vars.kraftsim.settings")
+    for k, v in settings.items():
+        c.scalar(v, join("all.vars.kraftsim.settings", k))
+
+    inv = Inventory(
+        path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
+        kraftsim_brokers=brokers_n, kraftsim_settings=dict(settings),
+        bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
+        cluster_id=c.string(gvars["kafka_cluster_id"], "all.vars.kafka_cluster_id") if gvars.get("kafka_cluster_id") is not None else None,
+        accept_new_host_keys=c.boolean(gvars.get("faultline_accept_new_host_keys", False), "all.vars.faultline_accept_new_host_keys"),
+        sudo=c.boolean(gvars.get("faultline_sudo", False), "all.vars.faultline_sudo"),
+        sudo_password_env=c.string(gvars["faultline_sudo_password_env"], "all.vars.faultline_sudo_password_env") if gvars.get("faultline_sudo_password_env") is not None else None,
+        known_hosts=c.string(gvars["faultline_known_hosts"], "all.vars.faultline_known_hosts") if gvars.get("faultline_known_hosts") is not None else None,
+    )
+
+    children = c.mapping(root.get("children"), "all.children")
+    c.keys(children, "all.children", GROUPS)
+    if embedded and any(children.get(g) for g in GROUPS):
+        raise c.fail("all.children", "an embedded kraftsim inventory lists no hosts (faultline generates them); remove children")
+    inherited = {k: v for k, v in gvars.items() if k in HOST_VARS}
+    node_ids: dict[int, str] = {}
+    for group in GROUPS:
+        gpath = f"all.children.{group}"
+        g = c.mapping(children.get(group), gpath)
+        c.keys(g, gpath, ["hosts", "vars"])
+        grp_vars = c.mapping(g.get("vars"), f"{gpath}.vars")
+        _check_vars(c, grp_vars, f"{gpath}.vars", HOST_VARS, ignore)
+        hosts = c.mapping(g.get("hosts"), f"{gpath}.hosts")
+        for name, hv in hosts.items():
+            hpath = f"{gpath}.hosts.{name}"
+            hv = c.mapping(hv, hpath)
+            _check_vars(c, hv, hpath, HOST_VARS, ignore)
+            if name in inv.hosts:
+                raise c.fail(hpath, f"host {name} is listed twice (a host is either a broker or a controller)")
+            merged = {**inherited, **grp_vars, **hv}
+            spec = _host(c, inv, name, group, merged, hpath)
+            if spec.node_id is not None:
+                if spec.node_id in node_ids:
+                    raise c.fail(join(hpath, "kafka_node_id"), f"node id {spec.node_id} is already used by {node_ids[spec.node_id]}")
+                node_ids[spec.node_id] = name
+            inv.hosts[name] = spec
+
+    if not embedded:
+        if not inv.brokers:
+            raise c.fail("all.children.brokers.hosts", "no brokers: list at least one broker host (or use faultline_embedded: kraftsim)")
+        if inv.bootstrap is None:
+            parts = []
+            for b in inv.brokers:
+                hp = _listener_hostport(b.listeners) if b.listeners else None
+                if hp is None:
+                    raise c.fail("all.vars.kafka_bootstrap", "missing: give kafka_bootstrap or kafka_listeners on every broker")
+                parts.append(f"{hp[0]}:{hp[1]}")
+            inv.bootstrap = ",".join(parts)
+    return inv
+
+
+def _check_vars(c: Checker, m: dict[str, Any], path: str, allowed: set[str], ignore: set[str]) -> None:
+    for k in m:
+        if k in allowed or k in ignore:
+            continue
+        if k.startswith("ansible_"):
+            continue  # a lab inventory's own Ansible settings: accepted, unused
+        if k in GLOBAL_VARS:
+            raise c.fail(join(path, k), "only valid in all.vars")
+        if k.startswith(("faultline_", "kafka_")) or k == "kraftsim":
+            raise c.fail(join(path, k), "unknown key; see docs/inventory.md for the kafka_*/faultline_* vars faultline knows")
+        raise c.fail(join(path, k), "unknown var; if your lab needs it, list it in all.vars.faultline_ignore_vars")
+
+
+def _opt_str(c: Checker, m: dict[str, Any], key: str, path: str) -> str | None:
+    return c.string(m[key], join(path, key)) if m.get(key) is not None else None
+
+
+def _host(c: Checker, inv: Inventory, name: str, group: str, v: dict[str, Any], path: str) -> HostSpec:
+    def p(key: str) -> str:
+        return join(path, key)
+
+    node_id = c.integer(v["kafka_node_id"], p("kafka_node_id"), min=0) if v.get("kafka_node_id") is not None else None
+    port = c.integer(v["ansible_port"], p("ansible_port"), min=1, max=65535) if v.get("ansible_port") is not None else None
+    listeners = _opt_str(c, v, "kafka_listeners", path)
+    if listeners is not None and _listener_hostport(listeners) is None:
+        raise c.fail(p("kafka_listeners"), f"expected NAME://host:port[,...], got {listeners!r}")
+    data_dirs = c.str_list(v.get("kafka_data_dirs", []), p("kafka_data_dirs"))
+    service = None
+    if v.get("kafka_service") is not None:
+        s = c.mapping(v["kafka_service"], p("kafka_service"), allow_none=False)
+        c.keys(s, p("kafka_service"), ["systemd", "command", "pidfile", "log"])
+        if ("systemd" in s) == ("command" in s):
+            raise c.fail(p("kafka_service"), "give exactly one of systemd: UNIT or command: CMD (with pidfile:)")
+        if "systemd" in s:
+            if len(s) > 1:
+                raise c.fail(p("kafka_service"), "systemd: UNIT takes no command/pidfile/log")
+            service = Service(systemd=c.string(s["systemd"], p("kafka_service.systemd")))
+        else:
+            if "pidfile" not in s:
+                raise c.fail(p("kafka_service.pidfile"), "missing required key (a command service needs a pid file)")
+            service = Service(command=c.string(s["command"], p("kafka_service.command")),
+                              pidfile=c.string(s["pidfile"], p("kafka_service.pidfile")),
+                              log=_opt_str(c, s, "log", p("kafka_service")))
+    spec = HostSpec(
+        name=name, group=group, role=ROLE_OF_GROUP[group], node_id=node_id,
+        address=_opt_str(c, v, "ansible_host", path) or "", port=port,
+        user=_opt_str(c, v, "ansible_user", path), key_file=_opt_str(c, v, "ansible_ssh_private_key_file", path),
+        container=_opt_str(c, v, "faultline_container", path), netns=_opt_str(c, v, "faultline_netns", path),
+        listeners=listeners, data_dirs=data_dirs, service=service,
+        event_log=_opt_str(c, v, "kafka_event_log", path),
+        sudo=c.boolean(v.get("faultline_sudo", inv.sudo), p("faultline_sudo")),
+    )
+    # what each transport needs to reach the host
+    if inv.transport == "ssh" and not spec.address:
+        raise c.fail(p("ansible_host"), "missing required key (ssh transport)")
+    if inv.transport == "docker" and not spec.container:
+        raise c.fail(p("faultline_container"), "missing required key (docker transport)")
+    if inv.transport != "local" and spec.netns:
+        raise c.fail(p("faultline_netns"), "only valid with faultline_transport: local")
+    if spec.node_id is None:
+        raise c.fail(p("kafka_node_id"), "missing required key")
+    if spec.service is None:
+        raise c.fail(p("kafka_service"), "missing required key ({systemd: UNIT} or {command: CMD, pidfile: FILE})")
+    if not spec.address:
+        hp = _listener_hostport(listeners) if listeners else None
+        spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
+    return spec
