@@ -1,0 +1,148 @@
+"""Reboot with page-cache loss: truncate-unflushed, lazyfs, sysrq.
+
+Why (seed 000, opening: "the broker reboots and some logs have not flushed from the page
+cache ... the data on this broker is lost"; seed 003, Last Replica Standing): Kafka acks
+``acks=all`` writes from memory; only ``log.flush.interval.messages`` or the OS flush them.
+A SIGKILL alone keeps the page cache, so it does not lose anything; a power loss does.
+
+Modes (``params.mode``):
+
+- ``truncate-unflushed`` (everywhere): SIGKILL the broker, then run
+  ``nemeses/scripts/truncate_unflushed.py`` on the host with ``python3 -`` (stdlib only; it
+  reads Kafka's recovery-point-offset-checkpoint and record batch v2 headers) to cut each
+  partition back to its recovery point (``cut: recovery-point``) or a seeded random point
+  after it (``cut: random``), then restart.
+- ``lazyfs``: where the data dir is on LazyFS, SIGKILL the broker and write
+  ``lazyfs::clear-cache`` to LazyFS's FIFO (``params.fifo``), as Jepsen does; restart.
+- ``sysrq``: where ``/proc/sysrq-trigger`` is writable, ``echo b`` to it (immediate reboot,
+  no sync), wait for the host with ``transport.reconnect``, start the broker. Where it is
+  not (these machines' kernels), the host crash is emulated: every process of the host's
+  network namespace (local namespaces) or the broker's processes (other transports) are
+  SIGKILLed and ``truncate-unflushed`` is applied before the restart. Which one ran is
+  recorded on the timeline.
+
+``restart: false`` leaves the broker down until ``stop`` (heal) starts it.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import time
+from typing import Any
+
+from harness.transport.base import TransportError
+from nemeses.base import FaultRecord, Nemesis, Node, register
+from nemeses.hostinfo import log_dirs
+from nemeses.scripts import script_text
+
+MODES = ("truncate-unflushed", "lazyfs", "sysrq")
+
+
+def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
+    """SIGKILL the broker's processes and wait until they are gone."""
+    pids = node.service_pids()
+    node.stop_service(signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while any(node.transport.pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
+
+
+def truncate_unflushed(node: Node, dirs: list[str], cut: str = "recovery-point", seed: int = 0,
+                       extra_markers: list[str] | None = None) -> dict[str, Any]:
+    """Run the cut on the host; returns its JSON report (raises with its one error line)."""
+    argv = ["python3", "-", "--cut", cut, "--seed", str(seed)]
+    for d in dirs:
+        argv += ["--log-dir", d]
+    for m in extra_markers or []:
+        argv += ["--clean-marker", m]
+    res = node.transport.run(argv, input=script_text("truncate_unflushed.py"), sudo=True, timeout=120)
+    if not res.ok:
+        raise ValueError((res.stderr.strip().splitlines() or [f"{node.name}: truncate failed"])[-1])
+    return json.loads(res.stdout)
+
+
+def summarise(report: dict[str, Any]) -> dict[str, Any]:
+    """The timeline keeps the figures, not every file name."""
+    return {"partitions": {f"{p['topic']}-{p['partition']}": {
+        "recovery_point": p["recovery_point"], "log_end_offset_before": p["log_end_offset_before"],
+        "expected_log_end_offset": p["expected_log_end_offset"], "truncated_bytes": p["truncated_bytes"]}
+        for p in report.get("partitions", [])}, "markers_removed": len(report.get("markers_removed", []))}
+
+
+@register
+class Reboot(Nemesis):
+    name = "reboot"
+    description = "crash a broker losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
+
+    def start(self, targets: list[str], **params: Any) -> FaultRecord:
+        mode = params.get("mode", "truncate-unflushed")
+        if mode not in MODES:
+            raise ValueError(f"reboot: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "lazyfs" and not params.get("fifo"):
+            raise ValueError("reboot lazyfs: params.fifo (LazyFS's fifo_path) is required")
+        nodes = [self.ctx.nodes[t] for t in targets] if all(t in self.ctx.nodes for t in targets) else None
+        if not nodes:
+            raise ValueError(f"reboot: unknown target(s) {targets}; known: {', '.join(self.ctx.nodes)}")
+        seed = int(params.get("seed", self.ctx.rng.randrange(2**31)))
+        record = FaultRecord(fault=self.name, targets=list(targets), params={**params, "seed": seed},
+                             undo={"restart": targets})
+        self.begin(record)
+        detail: dict[str, Any] = {}
+        for node in nodes:
+            detail[node.name] = self._crash(node, mode, seed, params)
+        record.undo["detail"] = detail
+        self.update(record)
+        self.ctx.timeline.event("note", fault_id=record.id, what="reboot applied", detail=detail)
+        if params.get("restart", True):
+            for node in nodes:
+                node.start_service()
+        return record
+
+    def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
+        dirs = log_dirs(node, params) if mode != "lazyfs" else []
+        if mode == "sysrq":
+            if node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
+                node.transport.run("echo 1 > /proc/sys/kernel/sysrq; echo b > /proc/sysrq-trigger",
+                                   sudo=True, timeout=5)
+                node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
+                return {"mode": "sysrq", "emulated": False}
+            killed = self._kill_host(node)
+            report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
+                                        params.get("clean_markers"))
+            return {"mode": "sysrq", "emulated": True, "why": "no /proc/sysrq-trigger on this kernel",
+                    "killed": killed, **summarise(report)}
+        killed = kill_broker(node)
+        if mode == "lazyfs":
+            fifo = params["fifo"]
+            res = node.transport.run(f"timeout 10 sh -c {shlex.quote('echo lazyfs::clear-cache > ' + shlex.quote(fifo))}",
+                                     sudo=True, timeout=20)
+            if not res.ok:
+                raise TransportError(f"{node.name}: LazyFS fifo {fifo} took no command (is LazyFS running?)")
+            return {"mode": "lazyfs", "killed": killed, "fifo": fifo}
+        report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
+                                    params.get("clean_markers"))
+        return {"mode": mode, "killed": killed, **summarise(report)}
+
+    def _kill_host(self, node: Node) -> list[int]:
+        """Emulated host crash: every process of the node's namespace, or its broker."""
+        netns = getattr(node.transport, "netns", None)
+        if netns:
+            pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+            for p in pids:
+                node.transport.signal(int(p), signal.SIGKILL)
+            kill_broker(node)
+            return [int(p) for p in pids]
+        return kill_broker(node)
+
+    def stop(self, record: FaultRecord) -> None:
+        """Heal: every target broker is running again (started if the fault left it down)."""
+        started = []
+        for name in record.targets:
+            node = self.ctx.nodes.get(name)
+            if node is not None and not node.service_pids():
+                node.start_service()
+                started.append(name)
+        self.end(record, started=started)
