@@ -1,0 +1,138 @@
+"""Run one workload client in its own process (spawn) or thread, with live shared counters.
+
+Why a process by default: a confluent-kafka producer spends most of its Python time in the
+delivery callback and in encoding history lines; several of them plus a consumer in the
+harness's own interpreter would share one GIL while the harness also drives nemeses. A
+spawned process per client uses both cores and keeps a client crash (or a SIGKILL aimed at
+it in tests) from taking the harness down. Thread mode exists for callers whose ``now``
+cannot be pickled and for debugging.
+
+Counters live in a ``multiprocessing`` shared array (no lock: one writer, readers only want
+a progress figure), so :meth:`Worker.counters` is live without any message passing.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+_SPAWN = mp.get_context("spawn")
+ERROR_BYTES = 2048
+
+
+class StopSignal(Protocol):
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class Control:
+    """What the client body gets: stop request, counters, readiness, error slot, deadline."""
+
+    def __init__(self, ncounters: int, use_process: bool):
+        ev = _SPAWN.Event if use_process else threading.Event
+        self.stop = ev()
+        self.ready = ev()
+        self.counters = _SPAWN.Array("q", ncounters, lock=False)
+        self.error = _SPAWN.Array("c", ERROR_BYTES, lock=False)
+        #: seconds the body may spend finishing (flush) after stop was requested
+        self.finish_timeout = _SPAWN.Value("d", 10.0, lock=False)
+
+    def set_error(self, message: str) -> None:
+        raw = message.encode("utf-8", "replace")[: ERROR_BYTES - 1]
+        self.error.value = raw
+
+    def get_error(self) -> str | None:
+        raw = bytes(self.error.value)
+        return raw.decode("utf-8", "replace") if raw else None
+
+
+def _run_body(body: Callable[..., None], control: Control, spec: Any) -> None:
+    try:
+        body(spec, control)
+    except BaseException as exc:  # report any crash to the parent, then die
+        control.set_error(f"{type(exc).__name__}: {exc}")
+        control.ready.set()
+        raise
+
+
+class Worker:
+    """Start ``body(spec, control)`` in a spawned process (default) or a thread."""
+
+    def __init__(self, name: str, body: Callable[..., None], spec: Any, ncounters: int,
+                 mode: str = "process"):
+        if mode not in ("process", "thread"):
+            raise ValueError(f"{name}: mode must be 'process' or 'thread', got {mode!r}")
+        if mode == "process":
+            try:
+                pickle.dumps(spec)
+            except Exception as exc:
+                raise TypeError(
+                    f"{name}: its settings (e.g. the `now` clock) cannot be sent to a child process "
+                    f"({exc}); pass a picklable clock such as RunClock().now, or mode='thread'"
+                ) from None
+        self.name = name
+        self.mode = mode
+        self.control = Control(ncounters, mode == "process")
+        self._body, self._spec = body, spec
+        self._proc: Any = None
+
+    def start(self, ready_timeout: float = 30.0) -> None:
+        args = (self._body, self.control, self._spec)
+        if self.mode == "process":
+            self._proc = _SPAWN.Process(target=_run_body, args=args, name=self.name, daemon=True)
+        else:
+            self._proc = threading.Thread(target=_run_body, args=args, name=self.name, daemon=True)
+        self._proc.start()
+        deadline = time.monotonic() + ready_timeout
+        while not self.control.ready.wait(0.05):
+            if not self._proc.is_alive():
+                raise RuntimeError(f"{self.name}: client exited before it was ready "
+                                   f"({self.control.get_error() or 'no error reported'})")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: client did not start within {ready_timeout:.0f}s")
+        err = self.control.get_error()
+        if err:
+            raise RuntimeError(f"{self.name}: {err}")
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self._proc, "pid", None)
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def stop(self, timeout: float) -> None:
+        """Ask the body to finish within ``timeout`` s; kill a child that does not."""
+        if self._proc is None:
+            return
+        self.control.finish_timeout.value = max(0.0, timeout)
+        self.control.stop.set()
+        self._proc.join(timeout + 5.0)
+        if self._proc.is_alive() and self.mode == "process":
+            self._proc.kill()
+            self._proc.join(5.0)
+            self.control.set_error(self.control.get_error() or
+                                   f"did not finish within {timeout + 5.0:.0f}s; killed")
+
+    def error(self) -> str | None:
+        return self.control.get_error()
+
+
+def client_logger(name: str, path: str) -> logging.Logger:
+    """A logger for librdkafka's own log lines, into a file beside the history.
+
+    Why: librdkafka otherwise writes connection errors to the harness's stderr, in the
+    middle of its progress line; in a file next to the history they are evidence.
+    """
+    logger = logging.getLogger(f"faultline.client.{name}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    if not logger.handlers:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(created).3f %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    return logger
