@@ -1,0 +1,135 @@
+"""Degraded links: loss, rate, delay - using what the target's kernel offers, or saying so.
+
+Why: a slow or lossy link makes followers fall behind, shrinks ISRs and lets AlterPartition
+and heartbeats race (seed 003 §2.9 ISR changes on lag; seed 002 heartbeat timeouts), without
+a clean partition. Lab hosts usually have ``tc netem``; these machines' kernels do not
+(no ``sch_netem``), so each kind uses the mechanism that exists and fails with one line
+naming the host and the missing piece otherwise:
+
+- ``loss``: iptables ``statistic`` match (``--mode random --probability p``) on INPUT,
+  from ``peers`` (or from everyone), tagged ``faultline:<fault id>`` like partitions.
+- ``rate``: a root ``tbf`` qdisc on the host's interface (egress), with handle ``fa17:``
+  so heal deletes only a qdisc it added; refused when the interface already has a root
+  qdisc of someone else's.
+- ``delay``: ``netem delay`` as a root qdisc (handle ``fa17:``) where the kernel has it.
+  Where it does not, the fault refuses in one line; the userspace alternative is the
+  protocol-aware proxy's ``delay_all_ms`` (nemeses.proxy), which delays every frame of the
+  broker-controller connections it carries (placed by configuration).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from harness.transport.base import Transport
+from nemeses.base import FaultRecord, Nemesis, Node, register
+from nemeses.netfilter import Rule, add_rules, remove_rules
+
+HANDLE = "fa17:"
+KINDS = ("loss", "rate", "delay")
+
+
+class Unavailable(RuntimeError):
+    """The target cannot do this kind of degradation; the message is one line."""
+
+
+def interface(t: Transport, node: Node) -> str:
+    """The interface that carries the node's address (default route as a fallback)."""
+    res = t.run(["ip", "-o", "-4", "addr", "show"], sudo=True)
+    ip = node.address.split(":")[0]
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[3].split("/")[0] == ip:
+            return parts[1]
+    res = t.run(["ip", "route", "show", "default"], sudo=True)
+    parts = res.stdout.split()
+    if "dev" in parts:
+        return parts[parts.index("dev") + 1]
+    raise Unavailable(f"{node.name}: no interface carries {ip} and there is no default route")
+
+
+def root_qdisc(t: Transport, dev: str) -> str:
+    res = t.run(["tc", "qdisc", "show", "dev", dev, "root"], sudo=True)
+    return res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
+
+
+def capabilities(t: Transport) -> dict[str, bool]:
+    """What this host offers (used by `faultline doctor` style checks and docs)."""
+    return {"iptables": t.run(["iptables", "-w", "5", "-S", "INPUT"], sudo=True).ok,
+            "statistic": t.run("iptables -m statistic --help >/dev/null 2>&1", sudo=True).ok,
+            "tc": t.run(["tc", "-V"], sudo=True).ok}
+
+
+@register
+class LinkDegrade(Nemesis):
+    name = "link"
+    description = "degrade links: loss (iptables statistic), rate (tbf), delay (netem where present)"
+
+    def _apply_qdisc(self, node: Node, args: list[str], what: str) -> str:
+        t = node.transport
+        dev = interface(t, node)
+        current = root_qdisc(t, dev)
+        if current and not any(k in current for k in ("noqueue", "pfifo_fast", "fq_codel", "mq ", "noop")) \
+                and HANDLE not in current:
+            raise Unavailable(f"{node.name}: {dev} already has a root qdisc ({current}); not replacing it")
+        res = t.run(["tc", "qdisc", "replace", "dev", dev, "root", "handle", HANDLE, *args], sudo=True)
+        if not res.ok:
+            err = (res.stderr.strip().splitlines() or ["tc failed"])[-1]
+            if "unknown" in err.lower():
+                raise Unavailable(f"{node.name}: link {what} needs tc {args[0]}, which this kernel lacks"
+                                  + ("; use the AlterPartition proxy's delay_all_ms for a userspace delay"
+                                     if args[0] == "netem" else ""))
+            raise Unavailable(f"{node.name}: tc {args[0]} on {dev} failed: {err}")
+        return dev
+
+    def start(self, targets: list[str], **params: Any) -> FaultRecord:
+        kind = params.get("kind", "loss")
+        if kind not in KINDS:
+            raise ValueError(f"link: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        unknown = [t for t in targets if t not in self.ctx.nodes]
+        if unknown or not targets:
+            raise ValueError(f"link: unknown target(s) {unknown or targets}; known: {', '.join(self.ctx.nodes)}")
+        nodes = [self.ctx.nodes[t] for t in targets]
+        if kind == "loss":
+            p = float(params.get("probability", 0.2))
+            if not 0 < p <= 1:
+                raise ValueError(f"link loss: probability must be in (0, 1], got {p}")
+            for n in nodes:
+                if not n.transport.run("iptables -m statistic --help >/dev/null 2>&1", sudo=True).ok:
+                    raise Unavailable(f"{n.name}: iptables has no 'statistic' match; link loss unavailable")
+        record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"hosts": targets})
+        self.begin(record)
+        try:
+            devs: dict[str, str] = {}
+            for n in nodes:
+                if kind == "loss":
+                    peers = params.get("peers") or [m for m in self.ctx.nodes if m != n.name]
+                    add_rules(n.transport, [Rule("INPUT", src=self.ctx.nodes[m].address.split(":")[0],
+                                                 probability=p) for m in peers], record.id)
+                elif kind == "rate":
+                    rate = str(params.get("rate", "1mbit"))
+                    devs[n.name] = self._apply_qdisc(n, ["tbf", "rate", rate, "burst",
+                                                         str(params.get("burst", "32kbit")),
+                                                         "latency", str(params.get("latency", "400ms"))], "rate")
+                else:
+                    devs[n.name] = self._apply_qdisc(n, ["netem", "delay", f"{int(params.get('delay_ms', 100))}ms"]
+                                                     + ([f"{int(params['jitter_ms'])}ms"] if params.get("jitter_ms") else []),
+                                                     "delay")
+            record.undo["devs"] = devs
+            self.update(record)
+        except Exception as e:
+            # e.g. no netem: undo what was added, record the refusal, and say it in one line
+            self.stop(record, error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+            raise
+        return record
+
+    def stop(self, record: FaultRecord, **detail: Any) -> None:
+        removed = 0
+        for name in record.undo.get("hosts", []):
+            n = self.ctx.nodes.get(name)
+            if n is None:
+                continue
+            removed += remove_rules(n.transport, record.id)
+            dev = (record.undo.get("devs") or {}).get(name)
+            if dev and HANDLE in root_qdisc(n.transport, dev):
+                removed += int(n.transport.run(["tc", "qdisc", "del", "dev", dev, "root"], sudo=True).ok)
+        self.end(record, removed=removed, **detail)
