@@ -1,0 +1,303 @@
+"""Read one run directory into what the report needs — and nothing more.
+
+Why this module exists: the report is the last step of a run and must never be the
+reason a run has no report. So every input except the directory itself is optional
+(a missing file becomes a note on the page, not a crash), while a file that exists but
+is malformed is a :class:`ReportInputError` naming file, field and what is wanted.
+
+Why it never reads ``history/``: a nightly run records tens of millions of operations
+(issue 7); the checker already reduced them to ``verdict.json``, ``aggregates/*.csv`` and
+``anomalies/*.csv``. The report reads those, and reads evidence CSVs only up to the
+top-N rows it shows (the full files are linked beside the report).
+
+Cluster event logs carry wall time; they are mapped onto the run clock with
+``t = wall - run.json.wall_at_t0`` (harness/clock.py).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from harness.report.errors import ReportInputError
+from workloads.history import ReadStats, read_jsonl
+
+#: the checker's own anomaly names, in the order the report lists them
+ANOMALY_ORDER = (
+    "lost_write", "unseen_at_end", "inconsistent_offset", "duplicate", "offset_mismatch",
+    "nonmonotonic_send", "send_skip", "realtime_offset_regression", "nonmonotonic_poll",
+    "poll_skip", "failed_write_visible", "failed_write_visible_allowed",
+)
+
+THROUGHPUT_COLUMNS = ("second", "ok", "fail", "info", "latency_p50_ms", "latency_p99_ms")
+
+
+@dataclass
+class RunData:
+    """Everything the report shows about one run; ``None``/empty where the file was absent."""
+    run_dir: Path
+    run: dict[str, Any]
+    verdict: dict[str, Any] | None
+    campaign: dict[str, Any] | None
+    throughput: pd.DataFrame | None
+    lost_by_partition: pd.DataFrame | None
+    faults: pd.DataFrame          # one row per fault interval: id, fault, targets, start, stop
+    phases: pd.DataFrame          # harness phases: t, phase
+    observer: pd.DataFrame | None  # t, topic, partition, leader, leader_epoch, isr, elr, error
+    events: pd.DataFrame          # cluster + proxy events: t, host, node, role, event, ...
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.get("run_id") or self.run_dir.name)
+
+
+# ---------------------------------------------------------------- small checkers
+
+def _load_json_object(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReportInputError(path, f"line {e.lineno}", f"valid JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise ReportInputError(path, "(file)", "UTF-8 text") from None
+    if not isinstance(obj, dict):
+        raise ReportInputError(path, "(top level)", f"a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _check(path: Path, obj: dict[str, Any], key: str, types: tuple[type, ...], wanted: str,
+           *, required: bool = False) -> None:
+    if key not in obj or obj[key] is None:
+        if required:
+            raise ReportInputError(path, key, f"missing; wanted {wanted}")
+        return
+    value = obj[key]
+    # bool is an int in Python; a boolean where a number is wanted is still wrong
+    if isinstance(value, bool) and bool not in types:
+        raise ReportInputError(path, key, f"{wanted}, got {value!r}")
+    if not isinstance(value, types):
+        raise ReportInputError(path, key, f"{wanted}, got {value!r}")
+
+
+def _validate_run(path: Path, run: dict[str, Any]) -> None:
+    num = (int, float)
+    _check(path, run, "run_id", (str,), "a string")
+    _check(path, run, "campaign", (str,), "the campaign name as a string")
+    _check(path, run, "target", (str,), "the target name as a string")
+    _check(path, run, "seed", (int,), "an integer seed")
+    _check(path, run, "wall_at_t0", num, "the wall-clock time of t=0 in seconds (a number)")
+    _check(path, run, "duration_s", num, "a number of seconds")
+    _check(path, run, "switches", (dict,), "an object of target settings")
+    _check(path, run, "command", (str,), "the exact re-run command line as a string")
+    _check(path, run, "target_version", (str,), "a string such as 'kraftsim 0.1'")
+    if run.get("expect") is not None and run["expect"] not in ("no-loss", "loss"):
+        raise ReportInputError(path, "expect", f"'no-loss' or 'loss', got {run['expect']!r}")
+
+
+def _validate_verdict(path: Path, v: dict[str, Any]) -> None:
+    _check(path, v, "valid", (bool,), "true or false", required=True)
+    _check(path, v, "counts", (dict,), "an object of anomaly name -> integer count", required=True)
+    for name, n in v["counts"].items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ReportInputError(path, f"counts.{name}", f"a non-negative integer, got {n!r}")
+    _check(path, v, "acked_writes", (int,), "an integer")
+    _check(path, v, "as_expected", (bool,), "true or false")
+    _check(path, v, "examples", (dict,), "an object of anomaly name -> list of rows")
+    for name, rows in (v.get("examples") or {}).items():
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ReportInputError(path, f"examples.{name}", "a list of row objects")
+    _check(path, v, "lost_writes_by_partition", (dict,), "an object of 'topic-p' -> integer")
+    _check(path, v, "attribution", (list,), "a list of per-lost-write summaries")
+
+
+def _read_csv(path: Path, required: tuple[str, ...] = (), **kw: Any) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path, **kw)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame(columns=list(required))
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ReportInputError(path, "(file)", f"CSV with a header row ({first})") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ReportInputError(path, "header", f"columns {', '.join(required)}; missing {', '.join(missing)}")
+    return df
+
+
+def _jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    st = ReadStats()
+    try:
+        rows = [r for r in read_jsonl(path, st) if isinstance(r, dict)]
+    except UnicodeDecodeError:
+        raise ReportInputError(path, "(file)", "UTF-8 JSON Lines") from None
+    if st.bad_lines:
+        notes.append(f"{path.name}: {st.bad_lines} undecodable line(s) skipped")
+    if st.torn_tail:
+        notes.append(f"{path.name}: last line cut (writer killed mid-line), ignored")
+    return rows
+
+
+# ---------------------------------------------------------------- per input
+
+def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pair nemesis start/stop records by fault id into intervals; a fault never stopped
+    (harness killed) is shown as active until the end of the run."""
+    starts: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = []
+    for r in rows:
+        t = r.get("t")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        if r.get("kind") == "nemesis":
+            fid = str(r.get("id"))
+            if r.get("phase") == "start":
+                starts[fid] = r
+            elif r.get("phase") == "stop":
+                s = starts.pop(fid, None)
+                out.append({"id": fid, "fault": str(r.get("fault") or (s or {}).get("fault") or "?"),
+                            "targets": ", ".join(map(str, (s or r).get("targets") or [])),
+                            "start": float(s["t"]) if s else float(t), "stop": float(t), "healed": True})
+        elif r.get("kind") == "phase":
+            phases.append({"t": float(t), "phase": str(r.get("phase"))})
+    for fid, s in starts.items():
+        out.append({"id": fid, "fault": str(s.get("fault") or "?"),
+                    "targets": ", ".join(map(str, s.get("targets") or [])),
+                    "start": float(s["t"]), "stop": max(end_t, float(s["t"])), "healed": False})
+    faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed"])
+    return faults.sort_values("start", kind="stable").reset_index(drop=True), \
+        pd.DataFrame(phases, columns=["t", "phase"])
+
+
+def _events(run_dir: Path, wall_at_t0: float | None, notes: list[str]) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    sources = sorted((run_dir / "cluster-logs").glob("*/events.jsonl"))
+    proxy = run_dir / "proxy-events.jsonl"
+    if proxy.is_file():
+        sources.append(proxy)
+    for path in sources:
+        host = path.parent.name if path.name == "events.jsonl" else "proxy"
+        for r in _jsonl(path, notes):
+            wall = r.get("wall")
+            if not isinstance(wall, (int, float)) or isinstance(wall, bool) or not r.get("event"):
+                continue
+            r = dict(r)
+            r["host"] = host
+            r["t"] = float(wall) - wall_at_t0 if wall_at_t0 is not None else float("nan")
+            rows.append(r)
+    if rows and wall_at_t0 is None:
+        notes.append("run.json has no wall_at_t0: cluster events cannot be placed on the run clock")
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=["t", "host", "node", "role", "event", "topic", "partition"])
+    for col in ("topic", "partition"):
+        if col not in df.columns:
+            df[col] = None
+    return df.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Load a run directory; only the directory itself is required."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise ReportInputError(d, "(directory)", "an existing run directory (results/<run-id>/)")
+    notes: list[str] = []
+
+    run_path = d / "run.json"
+    if run_path.is_file():
+        run = _load_json_object(run_path)
+        _validate_run(run_path, run)
+    else:
+        run = {"run_id": d.name}
+        notes.append("run.json missing: campaign, seed and re-run command unknown")
+
+    verdict = None
+    vpath = d / "verdict.json"
+    if vpath.is_file():
+        verdict = _load_json_object(vpath)
+        _validate_verdict(vpath, verdict)
+    else:
+        notes.append("verdict.json missing: the checker did not finish; no verdict to show")
+
+    campaign = None
+    cpath = d / "campaign.yaml"
+    if cpath.is_file():
+        try:
+            loaded = yaml.safe_load(cpath.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1}" if mark else "(file)"
+            raise ReportInputError(cpath, where, "valid YAML") from None
+        campaign = loaded if isinstance(loaded, dict) else None
+
+    throughput = None
+    tp = d / "aggregates" / "throughput.csv"
+    if tp.is_file():
+        throughput = _read_csv(tp, THROUGHPUT_COLUMNS)
+        for c in THROUGHPUT_COLUMNS:
+            throughput[c] = pd.to_numeric(throughput[c], errors="coerce")
+        throughput = throughput.dropna(subset=["second"]).sort_values("second").reset_index(drop=True)
+    else:
+        notes.append("aggregates/throughput.csv missing: no throughput or latency plot")
+
+    lbp = None
+    lp = d / "aggregates" / "lost_by_partition.csv"
+    if lp.is_file():
+        lbp = _read_csv(lp)
+
+    duration = run.get("duration_s")
+    end_t = float(duration) if isinstance(duration, (int, float)) else 0.0
+    if throughput is not None and len(throughput):
+        end_t = max(end_t, float(throughput["second"].max()) + 1)
+
+    tl = d / "timeline.jsonl"
+    faults, phases = _faults(_jsonl(tl, notes) if tl.is_file() else [], end_t)
+    if not tl.is_file():
+        notes.append("timeline.jsonl missing: no fault intervals")
+
+    observer = None
+    op = d / "observer.jsonl"
+    if op.is_file():
+        rows = _jsonl(op, notes)
+        observer = pd.DataFrame(rows, columns=["t", "topic", "partition", "leader", "leader_epoch",
+                                               "isr", "elr", "error"])
+        observer["t"] = pd.to_numeric(observer["t"], errors="coerce")
+        observer = observer.dropna(subset=["t"]).sort_values("t", kind="stable").reset_index(drop=True)
+
+    wall0 = run.get("wall_at_t0")
+    events = _events(d, float(wall0) if wall0 is not None else None, notes)
+    if not (d / "cluster-logs").is_dir():
+        notes.append("cluster-logs/ missing: no elections, ISR or AlterPartition events")
+
+    return RunData(run_dir=d, run=run, verdict=verdict, campaign=campaign, throughput=throughput,
+                   lost_by_partition=lbp, faults=faults, phases=phases, observer=observer,
+                   events=events, notes=notes)
+
+
+def read_evidence(run_dir: Path, anomaly: str, limit: int | None) -> tuple[pd.DataFrame | None, Path | None]:
+    """The first ``limit`` rows of ``anomalies/<anomaly>.csv`` and its path (``None`` if absent).
+
+    Reading only the head is what keeps a 10 M-op run's report fast: the table shows the
+    top rows, the link next to it leads to the whole file.
+    """
+    path = run_dir / "anomalies" / f"{anomaly}.csv"
+    if not path.is_file():
+        return None, None
+    return _read_csv(path, nrows=limit), path
+
+
+def read_evidence_columns(run_dir: Path, anomaly: str, columns: list[str]) -> pd.DataFrame | None:
+    """Selected columns of a whole evidence CSV (for plotting every lost write's ack time)."""
+    path = run_dir / "anomalies" / f"{anomaly}.csv"
+    if not path.is_file():
+        return None
+    header = _read_csv(path, nrows=0)
+    present = [c for c in columns if c in header.columns]
+    if not present:
+        return pd.DataFrame(columns=columns)
+    return _read_csv(path, usecols=present)

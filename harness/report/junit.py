@@ -1,0 +1,133 @@
+"""``write_junit(run_dir)``: ``junit.xml`` for CI — one test case per campaign expectation.
+
+Why JUnit: Jenkins, GitLab and GitHub Actions all read it, so a nightly loss shows up as a
+failed test with the lost-write summary as its message, next to the run's own tests. Built
+with junitparser (the schema Jenkins reads), not by hand.
+
+Expectations: a campaign states ``expect: no-loss | loss`` (docs/campaigns.md). That is
+the headline case, ``lost acknowledged writes``: it fails exactly when the verdict is not
+as expected (loss where none was expected, or a known-bad control that did not reproduce
+its loss). When the checker lists finer ``expectations`` in verdict.json (each with a name
+and whether it held), each becomes its own case instead. A run without a verdict is an
+*error* case: the run produced no answer, which is neither pass nor an expected failure.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import junitparser as jp
+
+from harness.report.inputs import RunData, load_run, read_evidence
+from harness.report.render import expectation
+from harness.report.tables import lost_writes_table
+
+MAX_LOST_IN_SUMMARY = 20
+
+
+@dataclass
+class Expectation:
+    name: str
+    ok: bool | None      # None: could not be judged (no verdict)
+    message: str         # one line: what was expected and what was found
+    details: str = ""    # the evidence summary (failure body)
+
+
+def lost_write_summary(data: RunData, limit: int = MAX_LOST_IN_SUMMARY) -> str:
+    """Lost writes per partition, then the first few with their attribution: what a CI
+    reader needs to decide whether to open the report."""
+    v = data.verdict or {}
+    lines = []
+    by_part = v.get("lost_writes_by_partition") or {}
+    if by_part:
+        lines.append("lost writes by partition: " + ", ".join(
+            f"{k}={n}" for k, n in sorted(by_part.items(), key=lambda kv: (-int(kv[1]), kv[0])) if int(n)))
+    head, _ = read_evidence(data.run_dir, "lost_write", limit)
+    if head is None or head.empty:
+        import pandas as pd
+        head = pd.DataFrame((v.get("examples") or {}).get("lost_write") or [])
+    if not head.empty:
+        t = lost_writes_table(head, v)
+        for r in t.head(limit).to_dict("records"):
+            line = f"  {r['partition']} offset {r['offset']} value {r['value']} acked t={r['ack t (s)']} by {r['producer']}"
+            if r.get("attribution"):
+                line += f" :: {r['attribution']}"
+            lines.append(line)
+        total = (v.get("counts") or {}).get("lost_write", len(t))
+        if total > len(t.head(limit)):
+            lines.append(f"  ... {total - len(t.head(limit))} more in anomalies/lost_write.csv")
+    if data.run.get("command"):
+        lines.append(f"re-run: {data.run['command']}")
+    return "\n".join(lines)
+
+
+def expectations(data: RunData) -> list[Expectation]:
+    v = data.verdict
+    if v is None:
+        return [Expectation("verdict", None, "the checker wrote no verdict.json for this run")]
+    listed = v.get("expectations")
+    if isinstance(listed, list) and listed and all(isinstance(e, dict) and "name" in e for e in listed):
+        out = []
+        for e in listed:
+            ok = e.get("ok", e.get("as_expected"))
+            msg = str(e.get("message") or f"expected {e.get('expected')}, found {e.get('actual')}")
+            details = lost_write_summary(data) if not ok and "lost" in str(e["name"]) else ""
+            out.append(Expectation(str(e["name"]), None if ok is None else bool(ok), msg, details))
+        return out
+    exp = expectation(data)
+    lost, want = exp["lost"], exp["expect"]
+    found = f"{lost} lost acknowledged write{'s' if lost != 1 else ''} of {exp['acked'] if exp['acked'] is not None else '?'} acknowledged"
+    if want is None:
+        return [Expectation("lost acknowledged writes", exp["as_expected"],
+                            f"campaign states no expectation; {found}",
+                            lost_write_summary(data) if lost else "")]
+    ok = exp["as_expected"]
+    name = f"lost acknowledged writes: expect {want}"
+    if ok:
+        return [Expectation(name, True, f"expected {want}; {found}")]
+    if want == "no-loss":
+        return [Expectation(name, False, f"UNEXPECTED LOSS: expected no-loss; {found}", lost_write_summary(data))]
+    return [Expectation(name, False,
+                        f"EXPECTED LOSS NOT REPRODUCED: campaign expects loss; {found}",
+                        "the known-bad control did not lose writes: the fault did not bite or the "
+                        "checker missed it" + (f"\nre-run: {data.run['command']}" if data.run.get("command") else ""))]
+
+
+def build_suite(data: RunData) -> jp.JUnitXml:
+    run = data.run
+    campaign = str(run.get("campaign") or (data.campaign or {}).get("name") or "campaign")
+    suite = jp.TestSuite(f"faultline.{campaign}")
+    for key in ("run_id", "target", "target_version", "seed", "command", "expect"):
+        if run.get(key) is not None:
+            suite.add_property(key, str(run[key]))
+    for k, val in sorted((run.get("switches") or {}).items()):
+        suite.add_property(f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val)
+    duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0
+    for e in expectations(data):
+        case = jp.TestCase(e.name, classname=f"faultline.{campaign}", time=float(duration))
+        if e.ok is False:
+            failure = jp.Failure(e.message, type_="UnexpectedVerdict")
+            failure.text = e.details or e.message
+            case.result = [failure]
+        elif e.ok is None:
+            err = jp.Error(e.message, type_="NoVerdict")
+            err.text = e.details or e.message
+            case.result = [err]
+        else:
+            case.system_out = e.message
+        suite.add_testcase(case)
+    suite.update_statistics()
+    xml = jp.JUnitXml(f"faultline {data.run_id}")
+    xml.add_testsuite(suite)
+    return xml
+
+
+def write_junit(run_dir: str | Path) -> Path:
+    """Write ``<run_dir>/junit.xml`` and return its path."""
+    data = load_run(run_dir)
+    xml = build_suite(data)
+    out = data.run_dir / "junit.xml"
+    xml.write(str(out), pretty=True)
+    return out

@@ -1,0 +1,198 @@
+"""The run timeline as one inline SVG (matplotlib), readable at any run length.
+
+Why one figure with a shared time axis: the question a reviewer asks of a loss is "what
+happened just before it was acknowledged?" — faults, elections, ISR changes, AlterPartition
+answers (seed 000's race: a delayed AlterPartition accepted after a wipe; seed 003 §2.9.2)
+and the ack itself must line up vertically. Fault intervals are shaded across all panels.
+
+Why the size stays bounded: throughput is re-binned to at most ``MAX_POINTS`` points,
+markers are de-duplicated to one per partition per pixel-sized time bucket (with counts
+for lost writes), and at most ``MAX_PARTITION_ROWS`` partitions are drawn (those with lost
+writes first). Text stays text (``svg.fonttype = none``) so the page stays small and
+searchable.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display here; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from harness.report.events import leader_intervals  # noqa: E402
+
+MAX_POINTS = 1500
+MAX_PARTITION_ROWS = 24
+MAX_ANNOTATIONS = 12
+BUCKETS = 1200  # marker de-duplication resolution across the run
+
+FAULT_COLOURS = ["#f4a261", "#9ecae1", "#c7e9c0", "#dadaeb", "#fdd0a2", "#fcbba1", "#d9d9d9"]
+LEADER_CMAP = plt.get_cmap("tab10")
+
+
+def _svg(fig: plt.Figure, salt: str) -> str:
+    """Serialise to an inline ``<svg>`` element: no XML prolog, ids salted per figure so two
+    figures on one page never share a clip-path id."""
+    buf = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    # let the page scale it: keep the viewBox, drop fixed pt sizes
+    text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot" role="img"', text, count=1)
+    return text
+
+
+def rebin_throughput(tp: pd.DataFrame, max_points: int = MAX_POINTS) -> tuple[pd.DataFrame, int]:
+    """Per-second rows → at most ``max_points`` bins: counts summed per second (kept as a
+    rate), p50 averaged and p99 as the bin's worst, so a latency spike is never smoothed away."""
+    if len(tp) <= max_points:
+        return tp, 1
+    width = int(-(-len(tp) // max_points))
+    b = (tp["second"] // width) * width
+    g = tp.groupby(b)
+    out = pd.DataFrame({
+        "second": g["second"].min(),
+        "ok": g["ok"].sum() / width, "fail": g["fail"].sum() / width, "info": g["info"].sum() / width,
+        "latency_p50_ms": g["latency_p50_ms"].mean(), "latency_p99_ms": g["latency_p99_ms"].max(),
+    }).reset_index(drop=True)
+    return out, width
+
+
+def _shade(ax: plt.Axes, faults: pd.DataFrame, colours: dict[str, str]) -> None:
+    for f in faults.itertuples():
+        ax.axvspan(f.start, f.stop, color=colours[f.fault], alpha=0.45, lw=0, zorder=0)
+
+
+def _dedupe(df: pd.DataFrame, end_t: float, by: str = "row") -> pd.DataFrame:
+    if df.empty:
+        return df.assign(n=pd.Series(dtype=int))
+    width = max(end_t, 1.0) / BUCKETS
+    b = (df["t"] // width).astype("int64")
+    g = df.assign(_b=b).groupby([by, "_b"], sort=False)
+    out = g.agg(t=("t", "min"), n=("t", "size")).reset_index()
+    return out
+
+
+def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.DataFrame,
+                 phases: pd.DataFrame, rows: list[str], intervals: dict[str, list[tuple[float, Any]]],
+                 elections: pd.DataFrame, isr: pd.DataFrame, alters: pd.DataFrame,
+                 lost: pd.DataFrame, hidden_partitions: int) -> str:
+    """The whole-run figure: throughput, ack latency, then one row per partition with leader
+    intervals, elections, ISR changes, AlterPartition answers and lost writes at ack time."""
+    end_t = max(end_t, 1.0)
+    n_rows = max(len(rows), 1)
+    has_tp = throughput is not None and not throughput.empty
+    heights = ([1.6, 1.2] if has_tp else []) + [0.42 * n_rows + 0.6]
+    fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(12, sum(heights) + 0.6),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    axes = list(axes[:, 0])
+    fault_names = list(dict.fromkeys(faults["fault"])) if not faults.empty else []
+    colours = {f: FAULT_COLOURS[i % len(FAULT_COLOURS)] for i, f in enumerate(fault_names)}
+    for ax in axes:
+        _shade(ax, faults, colours)
+        for p in phases.itertuples():
+            ax.axvline(p.t, color="#999999", lw=0.6, ls=":", zorder=1)
+        ax.grid(axis="x", color="#e5e5e5", lw=0.5)
+
+    if has_tp:
+        tp, width = rebin_throughput(throughput)  # type: ignore[arg-type]
+        ax = axes[0]
+        unit = "sends/s" if width == 1 else f"sends/s ({width}s bins)"
+        ax.plot(tp["second"], tp["ok"], color="#2a9d8f", lw=1, label="acked (ok)")
+        ax.plot(tp["second"], tp["fail"], color="#d62828", lw=1, label="failed")
+        ax.plot(tp["second"], tp["info"], color="#f77f00", lw=1, label="indeterminate (info)")
+        ax.set_ylabel(unit)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
+        for p in phases.itertuples():
+            ax.text(p.t, 1.0, f" {p.phase}", transform=ax.get_xaxis_transform(), fontsize=7,
+                    color="#666666", va="bottom", ha="left", rotation=0)
+        lat = axes[1]
+        lat.plot(tp["second"], tp["latency_p50_ms"], color="#457b9d", lw=1, label="ack latency p50")
+        lat.plot(tp["second"], tp["latency_p99_ms"], color="#1d3557", lw=1, ls="--", label="ack latency p99")
+        lat.set_ylabel("ms")
+        hi = tp["latency_p99_ms"].max()
+        lo = tp["latency_p50_ms"][tp["latency_p50_ms"] > 0].min()
+        if pd.notna(hi) and pd.notna(lo) and lo > 0 and hi / lo > 50:
+            lat.set_yscale("log")
+        lat.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
+
+    ax = axes[-1]
+    ypos = {k: n_rows - 1 - i for i, k in enumerate(rows)}
+    leaders_seen: set[int] = set()
+    for key in rows:
+        y = ypos[key]
+        for a, b, leader in leader_intervals(intervals.get(key, []), end_t):
+            if leader is None:
+                ax.broken_barh([(a, b - a)], (y - 0.18, 0.36), facecolors="white",
+                               edgecolors="#555555", hatch="////", lw=0.4, zorder=2)
+            else:
+                leaders_seen.add(int(leader))
+                ax.broken_barh([(a, b - a)], (y - 0.18, 0.36), facecolors=LEADER_CMAP(int(leader) % 10),
+                               alpha=0.8, lw=0, zorder=2)
+
+    def rows_of(df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty:
+            return pd.DataFrame(columns=["t", "row"])
+        d = df[df["partition"].isin(ypos)]
+        return pd.DataFrame({"t": d["t"].astype(float), "row": d["partition"].map(ypos)}).dropna()
+
+    el = _dedupe(rows_of(elections), end_t)
+    if not el.empty:
+        ax.scatter(el["t"], el["row"] + 0.3, marker="v", s=22, color="black", zorder=4, label="leader election")
+    ic = _dedupe(rows_of(isr), end_t)
+    if not ic.empty:
+        ax.scatter(ic["t"], ic["row"], marker="|", s=60, color="#264653", zorder=4, label="ISR change")
+    if not alters.empty:
+        acc = alters[alters["accepted"].astype(bool)]
+        rej = alters[~alters["accepted"].astype(bool)]
+        a = _dedupe(rows_of(acc), end_t)
+        if not a.empty:
+            ax.scatter(a["t"], a["row"] - 0.3, marker="o", s=14, facecolors="none", edgecolors="#2a9d8f",
+                       zorder=4, label="AlterPartition accepted")
+        r = rej[rej["partition"].isin(ypos)]
+        rd = _dedupe(rows_of(rej), end_t)
+        if not rd.empty:
+            ax.scatter(rd["t"], rd["row"] - 0.3, marker="X", s=36, color="#d62828", zorder=5,
+                       label="AlterPartition rejected")
+            for rec in r.head(MAX_ANNOTATIONS).itertuples():
+                ax.annotate(str(rec.error), (float(rec.t), ypos[rec.partition] - 0.3), fontsize=6.5,
+                            color="#d62828", xytext=(3, -7), textcoords="offset points", zorder=6)
+    lw = _dedupe(rows_of(lost), end_t)
+    if not lw.empty:
+        sizes = 40 + 20 * (lw["n"].clip(upper=50) ** 0.5)
+        ax.scatter(lw["t"], lw["row"], marker="*", s=sizes, color="#d00000", edgecolors="black",
+                   linewidths=0.4, zorder=7, label="lost write (at ack time)")
+        if has_tp:
+            axes[0].scatter(lw["t"], [0] * len(lw), marker="*", s=40, color="#d00000", zorder=7,
+                            clip_on=False)
+    ax.set_yticks(list(ypos.values()), list(ypos.keys()) or [""], fontsize=8)
+    ax.set_ylim(-0.7, n_rows - 0.3)
+    ax.set_xlim(0, end_t)
+    ax.set_xlabel("seconds since run start (run clock)"
+                  + (f" — {hidden_partitions} more partitions not drawn" if hidden_partitions else ""))
+    handles, labels = ax.get_legend_handles_labels()
+    from matplotlib.patches import Patch
+    handles += [Patch(facecolor=LEADER_CMAP(b % 10), alpha=0.8, label=f"leader broker {b}")
+                for b in sorted(leaders_seen)]
+    if any(leader is None for k in rows for _, _, leader in leader_intervals(intervals.get(k, []), end_t)):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no leader"))
+    handles += [Patch(facecolor=colours[f], alpha=0.45, label=f"fault: {f}") for f in fault_names]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
+    fig.subplots_adjust(hspace=0.08)
+    return _svg(fig, "timeline")
+
+
+def lost_by_partition_svg(counts: pd.Series) -> str:
+    """A bar per partition with lost writes (the top 30), for runs where losses spread."""
+    top = counts.sort_values(ascending=False).head(30)
+    fig, ax = plt.subplots(figsize=(12, 0.25 * len(top) + 0.8))
+    ax.barh(list(top.index)[::-1], list(top.values)[::-1], color="#d00000")
+    ax.set_xlabel("lost acknowledged writes")
+    ax.tick_params(axis="y", labelsize=8)
+    return _svg(fig, "lostbars")

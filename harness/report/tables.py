@@ -1,0 +1,153 @@
+"""pandas tables for the report: evidence heads, lost writes with attribution, HTML.
+
+Why pandas and not hand-built rows: the checker's evidence is already tabular (CSV/Parquet
+with its own columns, which may grow); ``DataFrame.to_html`` escapes every cell and keeps
+whatever columns the checker adds. Lost-write columns are looked up by their contract names
+with a few aliases, so a renamed column degrades to an empty cell rather than a crash.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.report.events import pkey
+
+#: column we show → names the checker may use for it
+LOST_ALIASES: dict[str, tuple[str, ...]] = {
+    "topic": ("topic",),
+    "partition": ("partition",),
+    "offset": ("offset", "acked_offset"),
+    "value": ("value",),
+    "ack t (s)": ("ack_t", "t_ack", "acked_t", "ack_time", "ok_t", "t"),
+    "producer": ("producer", "process"),
+    "attribution": ("attribution", "attribution_summary", "cause"),
+}
+
+#: identity keys of an attribution summary; everything else is shown as its explanation
+_ID_KEYS = {"topic", "partition", "offset", "value", "process", "producer", "t", "ack_t"}
+
+
+def to_html(df: pd.DataFrame, table_id: str | None = None, cls: str = "data") -> str:
+    if df is None or df.empty:
+        return '<p class="empty">none</p>'
+    return df.to_html(index=False, border=0, classes=cls, table_id=table_id, na_rep="", escape=True,
+                      float_format=lambda x: f"{x:.3f}".rstrip("0").rstrip("."))
+
+
+def pick(df: pd.DataFrame, names: tuple[str, ...]) -> str | None:
+    return next((n for n in names if n in df.columns), None)
+
+
+def _summary_text(s: Any) -> str:
+    """One readable line from an attribution summary, whatever shape the checker chose."""
+    if s is None:
+        return ""
+    if isinstance(s, float) and math.isnan(s):
+        return ""
+    if isinstance(s, str):
+        return s
+    if isinstance(s, dict):
+        if isinstance(s.get("summary"), str):
+            return s["summary"]
+        parts = []
+        for k, v in s.items():
+            if k in _ID_KEYS or v in (None, [], {}, ""):
+                continue
+            if isinstance(v, list):
+                v = "; ".join(_summary_text(x) if isinstance(x, dict) else str(x) for x in v)
+            elif isinstance(v, dict):
+                v = json.dumps(v, separators=(",", ":"), default=str)
+            parts.append(f"{k}: {v}")
+        return " | ".join(parts)
+    if isinstance(s, list):
+        return "; ".join(_summary_text(x) for x in s)
+    return str(s)
+
+
+def attribution_index(verdict: dict[str, Any] | None) -> dict[Any, str]:
+    """verdict.attribution → lookup by (topic, partition, offset) and by value."""
+    idx: dict[Any, str] = {}
+    for a in (verdict or {}).get("attribution") or []:
+        if not isinstance(a, dict):
+            continue
+        text = _summary_text(a)
+        if a.get("value") is not None:
+            idx[("v", str(a["value"]))] = text
+        if a.get("offset") is not None and a.get("partition") is not None:
+            try:
+                idx[("o", str(a.get("topic")), int(a["partition"]), int(a["offset"]))] = text
+            except (TypeError, ValueError):
+                pass
+    return idx
+
+
+def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.DataFrame:
+    """Normalise the head of ``anomalies/lost_write.csv`` (or the verdict's examples) to
+    partition, offset, value, ack time, producer, attribution."""
+    out = pd.DataFrame(index=raw.index)
+    for col, names in LOST_ALIASES.items():
+        src = pick(raw, names)
+        out[col] = raw[src] if src else None
+    out["partition"] = [pkey(t, p) for t, p in zip(out["topic"], out["partition"])]
+    idx = attribution_index(verdict)
+    if idx:
+        texts = []
+        for topic, key, off, val, have in zip(raw.get("topic", out["topic"]), out["partition"], out["offset"],
+                                              out["value"], out["attribution"]):
+            t = _summary_text(have)
+            if not t:
+                t = idx.get(("v", str(val)), "")
+            if not t:
+                try:
+                    part = int(str(key).rsplit("-", 1)[1])
+                    t = idx.get(("o", str(topic), part, int(off)), "")
+                except (ValueError, IndexError, TypeError):
+                    t = ""
+            texts.append(t)
+        out["attribution"] = texts
+    else:
+        out["attribution"] = out["attribution"].map(_summary_text)
+    out = out.drop(columns=["topic"])
+    if out["ack t (s)"].notna().any():
+        out["ack t (s)"] = pd.to_numeric(out["ack t (s)"], errors="coerce").round(3)
+    return out.sort_values(["partition", "offset"], kind="stable").reset_index(drop=True)
+
+
+def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame) -> pd.DataFrame:
+    """Per partition: how many lost, and (from the rows shown) the offset and ack-time range."""
+    rows = []
+    for key, n in sorted(by_partition.items(), key=lambda kv: (-kv[1], kv[0])):
+        part = lost[lost["partition"] == key] if not lost.empty else lost
+        offs = pd.to_numeric(part["offset"], errors="coerce") if len(part) else pd.Series(dtype=float)
+        ts = pd.to_numeric(part["ack t (s)"], errors="coerce") if len(part) else pd.Series(dtype=float)
+        rows.append({"partition": key, "lost writes": int(n),
+                     "lowest offset": int(offs.min()) if offs.notna().any() else None,
+                     "highest offset": int(offs.max()) if offs.notna().any() else None,
+                     "first ack t (s)": round(float(ts.min()), 3) if ts.notna().any() else None,
+                     "last ack t (s)": round(float(ts.max()), 3) if ts.notna().any() else None})
+    cols = ["partition", "lost writes", "lowest offset", "highest offset", "first ack t (s)", "last ack t (s)"]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ("lowest offset", "highest offset"):
+        df[c] = df[c].astype("Int64")
+    return df
+
+
+def examples_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    flat = []
+    for r in rows:
+        flat.append({k: (json.dumps(v, separators=(",", ":"), default=str) if isinstance(v, (dict, list)) else v)
+                     for k, v in r.items()})
+    return pd.DataFrame(flat)
+
+
+def rel(path: Path | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
