@@ -53,10 +53,10 @@ class Control:
 def _run_body(body: Callable[..., None], control: Control, spec: Any) -> None:
     try:
         body(spec, control)
-    except BaseException as exc:  # report any crash to the parent, then die
-        control.set_error(f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:  # report any crash to the parent as one line, then end
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        control.set_error(f"{type(exc).__name__}: {detail}")
         control.ready.set()
-        raise
 
 
 class Worker:
@@ -96,6 +96,7 @@ class Worker:
                 raise RuntimeError(f"{self.name}: client did not start within {ready_timeout:.0f}s")
         err = self.control.get_error()
         if err:
+            self._proc.join(5.0)
             raise RuntimeError(f"{self.name}: {err}")
 
     @property

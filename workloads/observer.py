@@ -124,7 +124,6 @@ class Observer:
         """One broker's view of the topic's partitions, as observer records (no ``t``)."""
         broker.handshake()
         name = TopicName(self.topic)
-        answered_by = broker.node_id
         if broker.supports(DTP_API_KEY, 0):
             if time.monotonic() - self._last_refresh >= BROKER_REFRESH_S:
                 self._metadata(broker, ())
@@ -145,6 +144,7 @@ class Observer:
         else:
             raise WireError(f"{broker.address[0]}:{broker.address[1]}: supports neither "
                             f"DescribeTopicPartitions v0 nor Metadata v12")
+        answered_by = broker.node_id  # known once a Metadata answer listed this address
         out: list[dict[str, Any]] = []
         for t_err, t_name, parts in topics:
             if t_name != self.topic:

@@ -109,8 +109,8 @@ class Outcome:
 
 
 def error_name(code: int, fallback: str | None = None) -> str:
-    """Kafka's name for a broker error code (kio), librdkafka's for a local one."""
-    if code >= 0:
+    """Kafka's name for a broker error code (kio, incl. -1), librdkafka's for a local one."""
+    if code >= -1:
         try:
             return ErrorCode(code).name.upper()
         except ValueError:

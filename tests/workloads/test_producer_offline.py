@@ -1,0 +1,97 @@
+"""Producer recording without a reachable broker: unknown outcomes, SIGKILL durability, bad config.
+
+The "broker" is a closed loopback port, so librdkafka (real) can never deliver: every send
+must end as ``info`` ``_MSG_TIMED_OUT`` (it may have been sent, as far as a client knows),
+never ``fail``, never ``ok``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections import Counter
+
+import pytest
+
+from harness.clock import RunClock
+from workloads.history import ReadStats, parse_value, read_jsonl
+from workloads.producer import ProducerWorkload
+
+
+def dead_bootstrap() -> str:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def workloads_to_stop():
+    made: list[ProducerWorkload] = []
+    yield made
+    for w in made:
+        if w.alive() and w.pid:
+            os.kill(w.pid, signal.SIGKILL)
+
+
+def test_unreachable_broker_gives_info_for_every_send(tmp_path, workloads_to_stop):
+    clock = RunClock()
+    w = ProducerWorkload("producer-0", dead_bootstrap(), "t", 3, tmp_path, clock.now, rate=400,
+                         extra_config={"message.timeout.ms": 500})
+    workloads_to_stop.append(w)
+    w.start()
+    time.sleep(0.6)
+    live = w.stats()
+    assert live["invoked"] > 0
+    final = w.stop(timeout=5)
+    recs = list(read_jsonl(tmp_path / "producer-0.jsonl"))
+    kinds = Counter((r["type"], r["error"]) for r in recs)
+    n = final["invoked"]
+    assert kinds == {("invoke", None): n, ("info", "_MSG_TIMED_OUT"): n}
+    assert final == {"invoked": n, "ok": 0, "fail": 0, "info": n}
+    invokes = [r for r in recs if r["type"] == "invoke"]
+    # round-robin partitions, unique self-describing values, op = seq
+    assert [r["partition"] for r in invokes[:6]] == [0, 1, 2, 0, 1, 2]
+    assert len({r["value"] for r in invokes}) == n
+    assert all(parse_value(r["value"]) == ("producer-0", r["op"]) for r in invokes)
+    assert all(r["error_code"] == -192 and r["offset"] is None for r in recs if r["type"] == "info")
+    assert not w.alive()
+
+
+def test_history_survives_sigkill_of_the_producer_process(tmp_path, workloads_to_stop):
+    clock = RunClock()
+    w = ProducerWorkload("producer-k", dead_bootstrap(), "t", 2, tmp_path, clock.now, rate=2000)
+    workloads_to_stop.append(w)
+    w.start()
+    time.sleep(1.0)
+    killed_at = clock.now()
+    os.kill(w.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while w.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not w.alive()
+    path = tmp_path / "producer-k.jsonl"
+    # make the cut certain: the process may have died between lines, so also tear a line now
+    with open(path, "ab") as fh:
+        fh.write(b'{"v":1,"t":99.0,"process":"producer-k","op":')
+    st = ReadStats()
+    recs = list(read_jsonl(path, st))
+    assert st.torn_tail and st.bad_lines == 0 and st.lines == len(recs) > 100
+    # flushed at least every 200 ms: the history reaches close to the moment of the kill
+    assert max(r["t"] for r in recs) > killed_at - 0.5
+    ops = [r["op"] for r in recs if r["type"] == "invoke"]
+    assert ops == list(range(len(ops)))
+
+
+def test_bad_client_config_is_one_clear_error(tmp_path):
+    w = ProducerWorkload("producer-bad", dead_bootstrap(), "t", 1, tmp_path, RunClock().now,
+                         extra_config={"acks": "sometimes"})
+    with pytest.raises(RuntimeError, match=r"producer:producer-bad: .*acks"):
+        w.start()
+    assert not w.alive()
+
+
+def test_unpicklable_clock_is_refused_up_front(tmp_path):
+    with pytest.raises(TypeError, match="cannot be sent to a child process"):
+        ProducerWorkload("producer-x", "127.0.0.1:1", "t", 1, tmp_path, lambda: 0.0)
+    # thread mode accepts any callable
+    ProducerWorkload("producer-x", "127.0.0.1:1", "t", 1, tmp_path, lambda: 0.0, mode="thread")
