@@ -11,6 +11,7 @@ so the next heal retries it; the others still heal.
 """
 from __future__ import annotations
 
+import os
 import random
 import signal
 from dataclasses import dataclass, field
@@ -52,10 +53,24 @@ def heal_process(record: dict[str, Any]) -> None:
     if record.get("dir"):
         kill_embedded(record)
         return
-    pgid = record.get("pgid") or record.get("pid")
-    if pgid:
-        kill_process_group(int(pgid), signal.SIGCONT)
-        kill_process_group(int(pgid), signal.SIGKILL)
+    if record.get("pgid"):
+        kill_process_group(int(record["pgid"]), signal.SIGCONT)
+        kill_process_group(int(record["pgid"]), signal.SIGKILL)
+    pid = record.get("pid")
+    if pid:
+        match = record.get("match")
+        if match:  # guard against a recycled pid: only kill what still looks like ours
+            try:
+                cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                return
+            if match not in cmdline:
+                return
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(int(pid), sig)
+            except OSError:
+                pass
 
 
 def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,

@@ -41,7 +41,7 @@ STEP_KINDS = ("wait", "start", "stop", "until", "select", "note")
 STEP_EXTRA = {"start": ("target", "as", "params", "duration"), "select": ("as",),
               "until": ("timeout", "on-timeout", "poll"), "wait": (), "stop": (), "note": ()}
 SCHEDULES = ("targeted", "random", "none")
-NEMESIS_KEYS = ("schedule", "steps", "random")
+NEMESIS_KEYS = ("schedule", "steps", "random", "settings")
 RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params")
 SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker")
 PARTITION_SELECTORS = ("leader-of", "follower-of", "replica-of")
@@ -109,6 +109,8 @@ class Schedule:
     kind: str = "none"
     steps: list[Step] = field(default_factory=list)
     random: RandomMix | None = None
+    #: ``nemesis.settings``: passed to every nemesis as ``ctx.settings`` (e.g. ``proxy: {...}``)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def faults(self) -> list[str]:
         if self.kind == "targeted":
@@ -173,6 +175,15 @@ def _check_partition_cond(ctx_check: Callable[..., str], c: Checker, v: Any, pat
 
 def parse_schedule(c: Checker, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
                    embedded_brokers: int | None) -> Schedule:
+    sched = _parse_schedule(c, raw, path, partitions=partitions, host_names=host_names,
+                            embedded_brokers=embedded_brokers)
+    if isinstance(raw, dict) and raw.get("settings") is not None:
+        sched.settings = dict(c.mapping(raw["settings"], join(path, "settings")))
+    return sched
+
+
+def _parse_schedule(c: Checker, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
+                    embedded_brokers: int | None) -> Schedule:
     if raw is None:
         return Schedule("none")
     m = c.mapping(raw, path, allow_none=False)
