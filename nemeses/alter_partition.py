@@ -53,7 +53,8 @@ class ProxyHandle:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.transport.name, "pid": self.pid, "control_dir": self.control_dir,
-                "events": self.events, "listen": self.listen, "what": "alter-partition proxy"}
+                "events": self.events, "listen": self.listen, "what": "alter-partition proxy",
+                "match": "nemeses.proxy"}
 
 
 def start_proxy(transport: Transport, *, listen: str, upstream: str, control_dir: str, events: str,
@@ -136,14 +137,16 @@ class AlterPartitionDelay(Nemesis):
         """``ctx.settings["proxy"]``: {control_dir, [host], [listen, upstream, events]}.
         With listen/upstream and no running proxy, one is started (and stopped at teardown)."""
         super().setup(ctx)
+        self.handle: ProxyHandle | None = None
         conf = dict(ctx.settings.get("proxy") or {})
+        if not conf:
+            return   # `faultline heal`: stop() finds the proxy from the fault record alone
         if "control_dir" not in conf:
             raise ValueError("alter-partition: settings.proxy.control_dir is required (where the proxy is controlled)")
         host = conf.get("host")
         self.transport = ctx.nodes[host].transport if host in ctx.nodes else LocalTransport(host or "proxy")
         self.control_dir = conf["control_dir"]
         self.control: dict[str, Any] = {"generation": 0, "topic_names": {}}
-        self.handle: ProxyHandle | None = None
         st = read_status(self.transport, self.control_dir)
         if st.get("pid") and self.transport.pid_alive(int(st["pid"])):
             return
@@ -156,7 +159,7 @@ class AlterPartitionDelay(Nemesis):
                                   ledger=ctx.ledger)
 
     def teardown(self) -> None:
-        if self.handle is not None:
+        if getattr(self, "handle", None) is not None:
             stop_proxy(self.handle, self.ctx.ledger)
             self.handle = None
 
@@ -180,6 +183,9 @@ class AlterPartitionDelay(Nemesis):
         return int(self.ctx.nodes[name_or_id].node_id)
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
+        if not hasattr(self, "control_dir"):
+            raise ValueError("alter-partition: no proxy configured: set nemesis.settings.proxy "
+                             "{listen, upstream} (brokers' controller.quorum.bootstrap.servers must point at listen)")
         mode = params.get("mode", "hold")
         if mode not in ("hold", "delay"):
             raise ValueError(f"alter-partition: mode must be hold or delay, got {mode!r}")

@@ -28,7 +28,8 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def log_dirs(node: Node, params: dict[str, Any] | None = None) -> list[str]:
     params = params or {}
-    dirs = params.get("log_dirs") or getattr(node, "log_dirs", None)
+    dirs = params.get("log_dirs") or getattr(node, "log_dirs", None) \
+        or getattr(getattr(node, "spec", None), "data_dirs", None)
     if dirs:
         return [dirs] if isinstance(dirs, str) else list(dirs)
     cfg = getattr(node, "config_path", None)

@@ -7,6 +7,7 @@ kraftsim's controller is exercised in test_kraftsim_nemeses.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import time
@@ -129,7 +130,7 @@ def test_hold_is_specific_and_heal_from_a_fresh_process_releases(rig, tmp_path):
         open_ids = [e["id"] for e in ctx.ledger.open_entries()]
         assert rec.id in open_ids and nem.handle.ledger_id in open_ids
         fresh = AlterPartitionDelay()
-        fresh.ctx = ctx                                               # no setup: as `faultline heal`
+        fresh.setup(dataclasses.replace(ctx, nodes={}, settings={}))  # as `faultline heal`: no settings
         fresh.stop(FaultRecord.from_json(json.loads(json.dumps(rec.to_json()))))
         assert int(ap.recv(56, 3, timeout=5).topics[0].partitions[0].error_code) == 0
     finally:
