@@ -355,3 +355,26 @@ def test_truncate_fully_and_start_at(tmp_path):
     log.close(clean=True)
     again = open_log(d, rp=502, clean=True, log_start_offset=500)
     assert (again.log_start_offset, again.log_end_offset) == (500, 502)
+
+
+def test_dump_tool_shows_where_valid_data_ends(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    d = tmp_path / "t-0"
+    log = open_log(d)
+    fill(log, 3)
+    log.close(clean=False)
+    path = seg_path(d, 0)
+    os.truncate(path, path.stat().st_size - 5)
+    out = subprocess.run([sys.executable, "-m", "kraftsim.storage.dump", str(path), "--records"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["base_offset"] for r in rows if "base_offset" in r] == [0, 2]
+    assert [r["offset"] for r in rows if "offset" in r] == [0, 1, 2, 3]
+    assert rows[-1]["valid_bytes"] == 2 * len(batch(0)) and "truncated" in rows[-1]["stops_because"]
+    missing = subprocess.run([sys.executable, "-m", "kraftsim.storage.dump", str(tmp_path / "nope.log")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "cannot read" in missing.stderr
