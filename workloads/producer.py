@@ -58,6 +58,7 @@ class ProducerSpec:
     rate: float | None
     config: dict[str, Any]
     retries_possible: bool
+    max_sends: int | None = None
 
 
 def build_config(bootstrap: str, process: str, *, idempotence: bool, acks: str,
@@ -146,7 +147,11 @@ class _ProducerLoop:
         next_at = time.monotonic()
         seq = 0
         self.control.ready.set()
+        limit = self.spec.max_sends
         while not stop.is_set():
+            if limit is not None and seq >= limit:
+                poll(0.05)  # all sent: keep serving delivery reports until stop()
+                continue
             if self.pending() >= MAX_PENDING:
                 poll(0.01)
                 continue
@@ -183,7 +188,7 @@ class ProducerWorkload:
                  history_dir: str | Path, now: Callable[[], float], *, rate: float | None = None,
                  idempotence: bool = False, acks: str = "all",
                  extra_config: dict[str, Any] | None = None, max_in_flight: int | None = None,
-                 mode: str = "process"):
+                 max_sends: int | None = None, mode: str = "process"):
         if rate is not None and rate <= 0:
             raise ValueError(f"producer {process}: rate must be a positive number of messages/s or None")
         conf = build_config(bootstrap, process, idempotence=idempotence, acks=acks,
@@ -193,7 +198,8 @@ class ProducerWorkload:
         self.spec = ProducerSpec(process=process, bootstrap=bootstrap, topic=topic,
                                  partitions=partition_list(partitions),
                                  history_path=str(self.history_path), now=now, rate=rate,
-                                 config=conf, retries_possible=retries_possible(conf))
+                                 config=conf, retries_possible=retries_possible(conf),
+                                 max_sends=max_sends)
         self._worker = Worker(f"producer:{process}", _producer_main, self.spec, 4, mode)
 
     @property
@@ -209,6 +215,16 @@ class ProducerWorkload:
     def stats(self) -> dict[str, int]:
         c = self._worker.control.counters
         return {"invoked": c[INVOKED], "ok": c[OKS], "fail": c[FAILS], "info": c[INFOS]}
+
+    def wait_completed(self, n: int, timeout: float) -> bool:
+        """Wait until ``n`` sends have an outcome (ok, fail or info); for tests and benchmarks."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.stats()
+            if s["ok"] + s["fail"] + s["info"] >= n:
+                return True
+            time.sleep(0.02)
+        return False
 
     def error(self) -> str | None:
         return self._worker.error()
