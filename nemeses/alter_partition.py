@@ -128,6 +128,20 @@ def resolve_topic_ids(bootstrap: str, topics: list[str], timeout: float = 10.0) 
     return out
 
 
+def controller_address(ctx: Any) -> str:
+    """HOST:PORT of the (first) controller's listener, from the inventory (``upstream: auto``)."""
+    for n in ctx.nodes.values():
+        if n.role != "controller":
+            continue
+        listeners = getattr(getattr(n, "spec", None), "listeners", None) or getattr(n, "listeners", None) or ""
+        for item in str(listeners).split(","):
+            hostport = item.split("://", 1)[-1]
+            host, _, port = hostport.rpartition(":")
+            if port.isdigit():
+                return f"{host or n.address}:{port}"
+    raise ValueError("alter-partition: upstream: auto needs a controller host with kafka_listeners in the inventory")
+
+
 @register
 class AlterPartitionDelay(Nemesis):
     name = "alter-partition"
@@ -153,7 +167,8 @@ class AlterPartitionDelay(Nemesis):
         if not (conf.get("listen") and conf.get("upstream")):
             raise ValueError(f"alter-partition: no proxy running with control dir {self.control_dir}; "
                              "give settings.proxy.listen and .upstream to start one")
-        self.handle = start_proxy(self.transport, listen=conf["listen"], upstream=conf["upstream"],
+        upstream = conf["upstream"] if conf["upstream"] != "auto" else controller_address(ctx)
+        self.handle = start_proxy(self.transport, listen=conf["listen"], upstream=upstream,
                                   control_dir=self.control_dir,
                                   events=conf.get("events") or f"{self.control_dir}/proxy-events.jsonl",
                                   ledger=ctx.ledger)
@@ -254,3 +269,26 @@ class AlterPartitionDelay(Nemesis):
             self.wait(lambda: not self.is_held(record), timeout=2.0, poll=0.05)
             released = self.release_info(record)
         self.end(record, released=released)
+
+
+# ---- schedule conditions: `until: {alter-partition-held: NAME}` / `{alter-partition-released: NAME}`
+def _check_name(checker: Any, value: Any, path: str) -> None:
+    checker.string(value, path)
+
+
+def _held(runner: Any, name: Any) -> bool:
+    a = runner.active.get(str(name))
+    return bool(a and isinstance(a.nemesis, AlterPartitionDelay) and a.nemesis.is_held(a.record))
+
+
+def _released(runner: Any, name: Any) -> bool:
+    a = runner.active.get(str(name))
+    return bool(a and isinstance(a.nemesis, AlterPartitionDelay) and a.nemesis.release_info(a.record))
+
+
+try:
+    from nemeses.schedule import register_condition
+    register_condition("alter-partition-held", _check_name, _held)
+    register_condition("alter-partition-released", _check_name, _released)
+except ImportError:   # schedules are optional for using the nemesis directly
+    pass

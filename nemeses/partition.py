@@ -1,4 +1,4 @@
-"""Network partitions: isolate, halves, bridge, one-way, cut-from-controller.
+"""Network partitions: isolate, halves, bridge, one-way, between, cut-from-controller.
 
 Why these shapes: they are Jepsen's partition vocabulary plus the one fault KRaft adds
 (seed 002 "Controller Heartbeat"): a broker that reaches its peers but not the controller
@@ -22,7 +22,7 @@ from typing import Any
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.netfilter import Rule, add_rules, remove_rules
 
-SHAPES = ("isolate", "halves", "bridge", "one-way", "controller")
+SHAPES = ("isolate", "halves", "bridge", "one-way", "between", "controller")
 
 
 def _ip(node: Node) -> str:
@@ -59,6 +59,12 @@ def grudge(shape: str, nodes: list[str], targets: list[str], params: dict[str, A
         bridge = targets[0] if targets else nodes[mid]
         rest = [n for n in nodes if n != bridge]
         cut(rest[: len(rest) // 2], rest[len(rest) // 2:])
+    elif shape == "between":
+        # the first target against the other targets only (e.g. a follower and its leader,
+        # so the follower cannot fetch while it still reaches the controller)
+        if len(targets) < 2:
+            raise ValueError("partition between: give two or more targets (the first is cut from the rest)")
+        cut(targets[:1], targets[1:])
     elif shape == "one-way":
         src, dst = params.get("from"), params.get("to")
         if not src or not dst:

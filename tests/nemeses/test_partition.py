@@ -107,6 +107,7 @@ def both(*pairs):
     ("halves", ["c1", "b1"], {}, both(("c1", "b2"), ("c1", "b3"), ("b1", "b2"), ("b1", "b3"))),
     ("bridge", ["b1"], {"nodes": ["c1", "b1", "b2", "b3"]}, both(("c1", "b3"), ("c1", "b2"))),
     ("one-way", [], {"from": "b2", "to": "b3"}, {("b2", "b3")}),
+    ("between", ["b1", "b3"], {}, both(("b1", "b3"))),
     ("controller", ["b2"], {}, both(("b2", "c1"))),
 ])
 def test_shape_cuts_exactly_the_intended_links_and_heal_restores(lab, shape, targets, params, cut):
