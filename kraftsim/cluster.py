@@ -1,0 +1,222 @@
+"""``python -m kraftsim cluster``: a whole cluster on loopback, in the foreground.
+
+Why a launcher and not threads: faults act on processes (SIGKILL, SIGSTOP, restarts, page-cache
+loss after a crash), so each node is a real process with its own pid file, config file, log dir
+and event log. Layout under DIR:
+
+- ``controller.properties``, ``controller.pid``, ``controller/metadata/``, ``controller/events.jsonl``
+  (controller node id 1000, listening on HOST_PREFIX.1:BASE_PORT);
+- ``broker-<id>.properties``, ``broker-<id>.pid``, ``broker-<id>/data/``, ``broker-<id>/events.jsonl``
+  (broker ids 1..N on HOST_PREFIX.(1+id):BASE_PORT+id).
+
+It prints exactly one line ``bootstrap.servers=...`` once every broker is registered and
+unfenced, and on SIGINT/SIGTERM stops every process it started and any broker restarted by
+someone else from its pid file, brokers first (their controlled shutdown needs the controller).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kraftsim.config import KEYS
+
+CONTROLLER_ID = 1000
+READY_TIMEOUT_S = 30.0
+
+
+def _err(msg: str) -> int:
+    print(f"kraftsim: cluster: {msg}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _props(d: dict[str, object]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in d.items())
+
+
+def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]) -> dict[str, dict]:
+    """The config of every node, by name ('controller', 'broker-1', ...)."""
+    ctl_host = f"{prefix}.1"
+    ctl = f"{ctl_host}:{base}"
+    nodes: dict[str, dict] = {}
+    nodes["controller"] = {
+        "node.id": CONTROLLER_ID, "process.roles": "controller", "listeners": f"CONTROLLER://{ctl}",
+        "metadata.log.dir": root / "controller" / "metadata", "event.log": root / "controller" / "events.jsonl",
+        "pid.file": root / "controller.pid",
+    }
+    for i in range(1, n + 1):
+        nodes[f"broker-{i}"] = {
+            "node.id": i, "process.roles": "broker", "listeners": f"PLAINTEXT://{prefix}.{1 + i}:{base + i}",
+            "controller.quorum.bootstrap.servers": ctl, "log.dirs": root / f"broker-{i}" / "data",
+            "event.log": root / f"broker-{i}" / "events.jsonl", "pid.file": root / f"broker-{i}.pid",
+        }
+    for cfg in nodes.values():
+        cfg.update(overrides)
+    return nodes
+
+
+def _pid_of(path: Path, root: Path) -> int | None:
+    """The pid in a pid file, only if that process is a kraftsim process of this cluster."""
+    try:
+        pid = int(path.read_text().strip())
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    if "kraftsim" not in cmd or str(root) not in cmd:
+        return None
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie child counts as gone
+        st = Path(f"/proc/{pid}/stat").read_text()
+        return st.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _stop(pids: list[int], children: dict[int, subprocess.Popen], grace: float) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        for p in children.values():
+            p.poll()
+        if not any(_alive(p) for p in pids):
+            break
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    for p in children.values():
+        try:
+            p.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
+    n = int(args.brokers)
+    if not 1 <= n <= 200:
+        return _err("--brokers: a number from 1 to 200 is wanted")
+    parts = args.host_prefix.split(".")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        return _err("--host-prefix: three octets like 127.0.0 are wanted")
+    if not 1024 <= args.base_port <= 65535 - n:
+        return _err("--base-port: a port from 1024 to 65535-brokers is wanted")
+    overrides: dict[str, str] = {}
+    for s in args.set:
+        key, sep, value = s.partition("=")
+        if not sep or key not in KEYS:
+            return _err(f"--set {s!r}: key=value with a known kraftsim key is wanted")
+        try:
+            KEYS[key][0](value)
+        except ValueError as e:
+            return _err(f"--set: key '{key}': {e}")
+        overrides[key] = value
+    root = Path(args.dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    nodes = layout(n, root, args.host_prefix, args.base_port, overrides)
+    for name, cfg in nodes.items():
+        (root / f"{name}.properties").write_text(_props(cfg))
+        (root / name).mkdir(parents=True, exist_ok=True)
+
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    children: dict[int, subprocess.Popen] = {}
+    stop_flag = {"stop": False}
+
+    def on_signal(signum, frame):  # noqa: ANN001
+        stop_flag["stop"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def start(name: str) -> subprocess.Popen:
+        role = "controller" if name == "controller" else "broker"
+        out = open(root / name / "process.log", "ab")
+        p = subprocess.Popen([sys.executable, "-m", "kraftsim", role, "--config", str(root / f"{name}.properties")],
+                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                             start_new_session=True, cwd=str(root))
+        out.close()
+        children[p.pid] = p
+        return p
+
+    ctl_events = root / "controller" / "events.jsonl"
+    ev_start = ctl_events.stat().st_size if ctl_events.exists() else 0
+    ctl = start("controller")
+    brokers = {i: start(f"broker-{i}") for i in range(1, n + 1)}
+    unfenced: set[int] = set()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    pos = ev_start
+    buf = b""
+    failure = None
+    while len(unfenced) < n:
+        if stop_flag["stop"]:
+            failure = "interrupted before the cluster was ready"
+            break
+        if time.monotonic() > deadline:
+            failure = f"not ready after {READY_TIMEOUT_S:.0f}s (unfenced brokers: {sorted(unfenced)}); see {root}/*/process.log"
+            break
+        for name, p in [("controller", ctl), *[(f"broker-{i}", b) for i, b in brokers.items()]]:
+            if p.poll() is not None:
+                tail = (root / name / "process.log").read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+                failure = f"{name} exited with code {p.returncode}: {tail[0]}"
+        if failure:
+            break
+        if ctl_events.exists():
+            with open(ctl_events, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            pos += len(chunk)
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("event") == "broker_unfenced":
+                    unfenced.add(int(e["broker"]))
+        time.sleep(0.05)
+    if failure is None:
+        servers = ",".join(f"{args.host_prefix}.{1 + i}:{args.base_port + i}" for i in range(1, n + 1))
+        print(f"bootstrap.servers={servers}", flush=True)
+        while not stop_flag["stop"]:
+            time.sleep(0.1)
+            for p in list(children.values()):
+                p.poll()
+    # stop brokers first (controlled shutdown needs the controller), then the controller
+    bpids = set(p.pid for p in brokers.values())
+    for i in range(1, n + 1):
+        pid = _pid_of(root / f"broker-{i}.pid", root)
+        if pid:
+            bpids.add(pid)
+    _stop([p for p in bpids if _alive(p)], children, grace=8.0)
+    cpids = {ctl.pid}
+    pid = _pid_of(root / "controller.pid", root)
+    if pid:
+        cpids.add(pid)
+    _stop([p for p in cpids if _alive(p)], children, grace=5.0)
+    if failure:
+        return _err(failure) if "exited" not in failure else (print(f"kraftsim: cluster: {failure}", file=sys.stderr, flush=True) or 1)
+    return 0

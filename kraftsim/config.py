@@ -1,0 +1,191 @@
+"""kraftsim configuration: Java-properties files with Kafka's own key names.
+
+Why a strict parser: a campaign that sets ``min.insync.replica`` (typo) against real Kafka
+would silently run with the default and the run's conclusion would be wrong. kraftsim
+refuses unknown keys and bad values with one line naming the file and the key, and exits 2
+(the contract other faultline parts rely on).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+
+class ConfigError(Exception):
+    """One-line configuration error: ``kraftsim: FILE: key 'x': <what is wanted>``."""
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise ValueError("an integer is wanted") from None
+        if lo is not None and n < lo:
+            raise ValueError(f"an integer >= {lo} is wanted")
+        if hi is not None and n > hi:
+            raise ValueError(f"an integer <= {hi} is wanted")
+        return n
+    return parse
+
+
+def _bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError("true or false is wanted")
+
+
+def _roles(v: str) -> str:
+    s = v.strip()
+    if s not in ("broker", "controller"):
+        raise ValueError("broker or controller is wanted (combined mode is not supported)")
+    return s
+
+
+_LISTENER = re.compile(r"^([A-Z_]+)://([^:/\s]*):(\d{1,5})$")
+
+
+def _listener(v: str) -> tuple[str, str, int]:
+    m = _LISTENER.match(v.strip())
+    if not m or not (0 < int(m.group(3)) < 65536):
+        raise ValueError("NAME://HOST:PORT is wanted, e.g. PLAINTEXT://127.0.0.2:9092")
+    return m.group(1), m.group(2) or "0.0.0.0", int(m.group(3))
+
+
+def _hostport(v: str) -> tuple[str, int]:
+    first = v.strip().split(",")[0].strip()
+    if "@" in first:  # controller.quorum.voters style id@host:port
+        first = first.split("@", 1)[1]
+    host, sep, port = first.rpartition(":")
+    if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
+        raise ValueError("HOST:PORT is wanted, e.g. 127.0.0.1:9093")
+    return host, int(port)
+
+
+def _dirs(v: str) -> list[Path]:
+    parts = [p.strip() for p in v.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("one or more directory paths are wanted")
+    return [Path(p) for p in parts]
+
+
+def _path(v: str) -> Path:
+    if not v.strip():
+        raise ValueError("a path is wanted")
+    return Path(v.strip())
+
+
+def _metadata_version(v: str) -> tuple[int, int]:
+    m = re.match(r"^(\d+)\.(\d+)(?:-IV\d+)?$", v.strip())
+    if not m:
+        raise ValueError("a Kafka metadata version like 3.4 or 3.9-IV0 is wanted")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _nonempty(v: str) -> str:
+    if not v.strip():
+        raise ValueError("a non-empty string is wanted")
+    return v.strip()
+
+
+#: key -> (parser, default). Defaults are short on purpose: tests and campaigns want a
+#: cluster that notices a dead broker in seconds, not Kafka's production 9 s / 30 s.
+KEYS: dict[str, tuple[Callable[[str], object], object]] = {
+    "node.id": (_int(0), None),
+    "process.roles": (_roles, None),
+    "listeners": (_listener, None),
+    "advertised.listeners": (_listener, None),
+    "controller.quorum.bootstrap.servers": (_hostport, None),
+    "controller.quorum.voters": (_hostport, None),
+    "controller.listener.names": (_nonempty, "CONTROLLER"),
+    "log.dirs": (_dirs, None),
+    "metadata.log.dir": (_path, None),
+    "min.insync.replicas": (_int(1), 1),
+    "default.replication.factor": (_int(1), 1),
+    "num.partitions": (_int(1), 1),
+    "unclean.leader.election.enable": (_bool, False),
+    "eligible.leader.replicas.version": (_int(0, 1), 1),
+    "kip903.enabled": (_bool, True),
+    "metadata.version": (_metadata_version, (4, 1)),
+    "log.flush.interval.messages": (_int(1), None),
+    "log.segment.bytes": (_int(1024), 64 * 1024 * 1024),
+    "replica.lag.time.max.ms": (_int(100), 3000),
+    "broker.session.timeout.ms": (_int(100), 3000),
+    "broker.heartbeat.interval.ms": (_int(10), 500),
+    "broker.self.fence.timeout.ms": (_int(100), None),
+    "event.log": (_path, None),
+    "pid.file": (_path, None),
+    "cluster.id": (_nonempty, "kraftsim-cluster-0000000"),
+}
+
+REQUIRED = {
+    "broker": ("node.id", "listeners", "controller.quorum.bootstrap.servers", "log.dirs"),
+    "controller": ("node.id", "listeners", "metadata.log.dir"),
+}
+
+
+@dataclass
+class Config:
+    path: Path
+    values: dict[str, object] = field(default_factory=dict)
+
+    def __getitem__(self, key: str):  # noqa: ANN204 - value types differ per key
+        return self.values[key]
+
+    @property
+    def kip903(self) -> bool:
+        """KIP-903 is on only when asked for AND metadata.version >= 3.5 (seed 000: fixed in 3.5)."""
+        return bool(self.values["kip903.enabled"]) and self.values["metadata.version"] >= (3, 5)
+
+    @property
+    def self_fence_ms(self) -> int:
+        """Seed 002: the broker-side timeout must be longer than the controller's; 2x by default."""
+        v = self.values.get("broker.self.fence.timeout.ms")
+        return int(v) if v else 2 * int(self.values["broker.session.timeout.ms"])
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", line)
+        if not m:
+            raise ConfigError(f"line {n}: key=value is wanted, got {line[:60]!r}")
+        out.append((n, m.group(1), m.group(2)))
+    return out
+
+
+def load(path: Path, role: str) -> Config:
+    """Read and validate ``path`` for ``role``; raises ConfigError with the one line to print."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"kraftsim: {path}: cannot read config file ({e.strerror})") from None
+    try:
+        entries = parse_properties(text)
+    except ConfigError as e:
+        raise ConfigError(f"kraftsim: {path}: {e}") from None
+    values: dict[str, object] = {k: d for k, (_, d) in KEYS.items()}
+    for _, key, raw in entries:
+        if key not in KEYS:
+            raise ConfigError(f"kraftsim: {path}: key '{key}': unknown key (known: see docs/kraftsim.md)")
+        parser, _ = KEYS[key]
+        try:
+            values[key] = parser(raw)
+        except ValueError as e:
+            raise ConfigError(f"kraftsim: {path}: key '{key}': {e}") from None
+    if values["process.roles"] is None:
+        values["process.roles"] = role
+    if values["process.roles"] != role:
+        raise ConfigError(f"kraftsim: {path}: key 'process.roles': {role} is wanted for 'kraftsim {role}'")
+    if role == "broker" and values["controller.quorum.bootstrap.servers"] is None:
+        values["controller.quorum.bootstrap.servers"] = values["controller.quorum.voters"]
+    for key in REQUIRED[role]:
+        if values.get(key) is None:
+            raise ConfigError(f"kraftsim: {path}: key '{key}': required for a {role}")
+    return Config(Path(path), values)

@@ -1,0 +1,277 @@
+"""One partition replica on a broker: leader/follower state, HWM, ISR proposals, producer state.
+
+What it models (seed 003):
+- §2.2.2 the leader keeps per-follower state (fetch offset = follower LEO, broker epoch from
+  Fetch ``ReplicaState.ReplicaEpoch``, last caught-up time);
+- §2.7 the HWM advances from the Maximal ISR; with KIP-966 (ELR v1) only while ISR >= min ISR;
+- §2.6 acks=all: NOT_ENOUGH_REPLICAS before append, NOT_ENOUGH_REPLICAS_AFTER_APPEND for
+  pending writes once the ISR drops below min ISR, success only when the HWM passes the batch;
+- §2.9 ISR shrink on lag, expansion only under the consistency rules (fetch offset >= HWM and
+  >= LESO, fetched in the current leader epoch, broker unfenced and — KIP-903 — the broker
+  epoch seen in Fetch equals the one in the metadata image);
+- §2.10 transitions: LESO set when becoming leader, follower state cleared on a new epoch.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kraftsim.metadata import NO_LEADER, RECOVERED, PartitionState
+from kraftsim.storage import records as rec
+from kraftsim.storage.log import PartitionLog
+
+
+@dataclass
+class FollowerState:
+    leo: int = -1
+    broker_epoch: int = -1
+    last_fetch: float = 0.0
+    last_caught_up: float = 0.0
+    leader_leo_at_last_fetch: int = -1
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=5))  # (first_seq, last_seq, base_off, last_off)
+
+
+class Replica:
+    def __init__(self, broker: Any, topic: str, partition: int, log: PartitionLog):
+        self.b = broker
+        self.topic, self.partition, self.log = topic, partition, log
+        self.role = "none"
+        self.leader = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.elr: list[int] = []
+        self.maximal_isr: list[int] = []
+        self.leader_recovery_state = RECOVERED
+        self.hwm = 0
+        self.leso = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.alter_inflight = False
+        self.waiters: list[tuple[int, asyncio.Future]] = []
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ------------------------------------------------------------------ metadata
+
+    @property
+    def min_isr(self) -> int:
+        return self.b.topic_min_isr(self.topic)
+
+    def apply(self, ps: PartitionState) -> None:
+        me = self.b.node_id
+        new_epoch = ps.leader_epoch != self.leader_epoch
+        if ps.partition_epoch < self.partition_epoch and not new_epoch:
+            return  # an AlterPartition response already gave us a newer state (seed 003 §2.9.2)
+        self.replicas = list(ps.replicas)
+        self.isr, self.elr = list(ps.isr), list(ps.elr)
+        self.partition_epoch = ps.partition_epoch
+        self.leader_recovery_state = ps.leader_recovery_state
+        if not self.alter_inflight or new_epoch:
+            self.maximal_isr = list(self.isr)
+        if ps.leader == me and me in ps.replicas:
+            if self.role != "leader" or new_epoch:
+                self._become_leader(ps)
+        elif ps.leader != NO_LEADER and me in ps.replicas:
+            if self.role != "follower" or new_epoch or self.leader != ps.leader:
+                self._become_follower(ps)
+        else:
+            if self.role != "none":
+                self._stop("no leader" if ps.leader == NO_LEADER else "not a replica")
+            self.leader, self.leader_epoch = ps.leader, ps.leader_epoch
+        self.maybe_advance_hwm()
+        self.check_waiters()
+
+    def _become_leader(self, ps: PartitionState) -> None:
+        """Seed 003 §2.10.1/§2.10.3: clear follower state, set the LESO, maybe advance the HWM."""
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+        self.b.fetchers_remove(self)
+        self.role, self.leader, self.leader_epoch = "leader", ps.leader, ps.leader_epoch
+        self.alter_inflight = False
+        self.maximal_isr = list(self.isr)
+        leo = self.log.log_end_offset
+        self.log.epoch_cache.assign(self.leader_epoch, leo)
+        self.leso = leo
+        now = time.monotonic()
+        self.followers = {r: FollowerState(last_caught_up=now if r in self.isr else 0.0)
+                          for r in self.replicas if r != self.b.node_id}
+        self.hwm = min(self.hwm, leo)
+        self._rebuild_producers()
+        if self.leader_recovery_state != RECOVERED:
+            # KIP-704: nothing to abort (no transactions); recovery done, tell the controller.
+            self.b.alter_partition(self, [self.b.node_id], recovered=True)
+
+    def _become_follower(self, ps: PartitionState) -> None:
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+        self.role, self.leader, self.leader_epoch = "follower", ps.leader, ps.leader_epoch
+        self.followers = {}
+        self.alter_inflight = False
+        self.b.fetchers_add(self)
+
+    def _stop(self, why: str) -> None:
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+        self.b.fetchers_remove(self)
+        self.role = "none"
+        self.followers = {}
+
+    # ------------------------------------------------------------------ leader: produce
+
+    def _rebuild_producers(self) -> None:
+        """Producer state (id, epoch, last 5 batches) from the log, as Kafka rebuilds it."""
+        self.producers = {}
+        pos = self.log.log_start_offset
+        leo = self.log.log_end_offset
+        while pos < leo:
+            data = self.log.read(pos, 4 * 1024 * 1024)
+            if not data:
+                break
+            last = pos
+            for h in rec.iter_batches(data, 0):
+                self._track(h.producer_id, h.producer_epoch, h.base_sequence,
+                            h.last_offset - h.base_offset, h.base_offset, h.last_offset)
+                last = h.last_offset + 1
+            if last <= pos:
+                break
+            pos = last
+
+    def _track(self, pid: int, epoch: int, seq: int, delta: int, base: int, last: int) -> None:
+        if pid < 0 or seq < 0:
+            return
+        e = self.producers.get(pid)
+        if e is None or epoch > e.epoch:
+            e = self.producers[pid] = ProducerEntry(epoch)
+        e.batches.append((seq, seq + delta, base, last))
+
+    def check_sequence(self, h: Any) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """Idempotent producer dedupe: (error, (base, last) of an already-written duplicate)."""
+        if h.producer_id < 0 or h.base_sequence < 0:
+            return ErrorCode.none, None
+        e = self.producers.get(h.producer_id)
+        count = h.last_offset - h.base_offset
+        if e is None or h.producer_epoch > e.epoch:
+            if h.base_sequence != 0 and e is not None:
+                return ErrorCode.out_of_order_sequence_number, None
+            return ErrorCode.none, None
+        if h.producer_epoch < e.epoch:
+            return ErrorCode.invalid_producer_epoch, None
+        for first, lastseq, base, last in e.batches:
+            if first == h.base_sequence and lastseq == h.base_sequence + count:
+                return ErrorCode.none, (base, last)
+        if e.batches and h.base_sequence != (e.batches[-1][1] + 1) % (2 ** 31):
+            if h.base_sequence <= e.batches[-1][1]:
+                return ErrorCode.duplicate_sequence_number, None
+            return ErrorCode.out_of_order_sequence_number, None
+        return ErrorCode.none, None
+
+    def append(self, data: bytes) -> tuple[int, int]:
+        base, last = self.log.append_as_leader(data, self.leader_epoch)
+        for h in rec.iter_batches(data, 0):
+            self._track(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset - h.base_offset, base, last)
+            break
+        self.b.notify()
+        self.maybe_advance_hwm()
+        return base, last
+
+    def wait_for_hwm(self, last_offset: int) -> asyncio.Future:
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.waiters.append((last_offset, fut))
+        self.check_waiters()
+        return fut
+
+    def check_waiters(self) -> None:
+        if not self.waiters:
+            return
+        keep = []
+        for last, fut in self.waiters:
+            if fut.done():
+                continue
+            if self.role != "leader":
+                fut.set_result(ErrorCode.not_leader_or_follower)
+            elif self.hwm > last:
+                fut.set_result(ErrorCode.none)
+            elif len(self.isr) < self.min_isr:
+                fut.set_result(ErrorCode.not_enough_replicas_after_append)
+            else:
+                keep.append((last, fut))
+        self.waiters = keep
+
+    def fail_waiters(self, code: ErrorCode) -> None:
+        for _, fut in self.waiters:
+            if not fut.done():
+                fut.set_result(code)
+        self.waiters = []
+
+    # ------------------------------------------------------------------ leader: HWM and ISR
+
+    def maybe_advance_hwm(self) -> None:
+        if self.role != "leader" or self.b.self_fenced:
+            return
+        if self.b.elr_enabled and len(self.isr) < self.min_isr:
+            return  # KIP-966: the HWM only advances while ISR >= min ISR
+        cand = self.log.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.b.node_id:
+                continue
+            fs = self.followers.get(r)
+            cand = min(cand, fs.leo if fs and fs.leo >= 0 else self.hwm)
+        if cand > self.hwm:
+            self.hwm = cand
+            self.b.notify()
+            self.check_waiters()
+
+    def on_follower_fetch(self, rid: int, fetch_offset: int, broker_epoch: int) -> None:
+        now = time.monotonic()
+        fs = self.followers.get(rid)
+        if fs is None:
+            fs = self.followers[rid] = FollowerState()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            fs.last_caught_up = now
+        elif fs.leader_leo_at_last_fetch >= 0 and fetch_offset >= fs.leader_leo_at_last_fetch:
+            fs.last_caught_up = max(fs.last_caught_up, fs.last_fetch)
+        fs.leo, fs.broker_epoch, fs.last_fetch, fs.leader_leo_at_last_fetch = fetch_offset, broker_epoch, now, leo
+        self.maybe_expand_isr(rid)
+        self.maybe_advance_hwm()
+
+    def maybe_expand_isr(self, rid: int) -> None:
+        if self.alter_inflight or rid in self.maximal_isr or self.leader_recovery_state != RECOVERED:
+            return
+        fs = self.followers.get(rid)
+        if fs is None or fs.leo < self.hwm or fs.leo < self.leso:
+            return
+        reg = self.b.image.brokers.get(rid)
+        if reg is None or reg.fenced or reg.shutting_down:
+            return  # KIP-841: never propose a fenced or shutting-down replica
+        if self.b.cfg.kip903 and reg.broker_epoch != fs.broker_epoch:
+            return  # KIP-903: Fetch and metadata must agree on the follower's broker epoch
+        self.b.alter_partition(self, self.isr + [rid])
+
+    def maybe_shrink_isr(self) -> None:
+        if self.role != "leader" or self.alter_inflight or self.b.self_fenced:
+            return
+        now = time.monotonic()
+        lag = self.b.lag_s
+        out = [r for r in self.isr if r != self.b.node_id
+               and now - self.followers.get(r, FollowerState()).last_caught_up > lag]
+        if out:
+            self.b.alter_partition(self, [r for r in self.isr if r not in out])
+
+    def on_alter_response(self, code: ErrorCode, resp: Any | None) -> None:
+        self.alter_inflight = False
+        if code is ErrorCode.none and resp is not None and int(resp.leader_epoch) == self.leader_epoch:
+            if int(resp.partition_epoch) > self.partition_epoch:
+                self.isr = [int(x) for x in resp.isr]
+                self.partition_epoch = int(resp.partition_epoch)
+                self.leader_recovery_state = int(resp.leader_recovery_state)
+        self.maximal_isr = list(self.isr)
+        self.maybe_advance_hwm()
+        self.check_waiters()
