@@ -12,9 +12,9 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
+from harness.report import jinja
 from harness.report.errors import ReportInputError
 from harness.report.inputs import _load_json_object, _validate_run, _validate_verdict
 
@@ -70,11 +70,8 @@ def write_index(results_root: str | Path) -> Path:
     if not root.is_dir():
         raise ReportInputError(root, "(directory)", "an existing results directory")
     df = runs_table(root)
-    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"),
-                             autoescape=jinja2.select_autoescape(["j2", "html"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     summary = df.groupby("state").size().to_dict() if not df.empty else {}
-    page = env.get_template("index.html.j2").render(
+    page = jinja.env().get_template("index.html.j2").render(
         runs=df.to_dict("records"), summary=summary, total=len(df),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
     out = root / "index.html"

@@ -171,7 +171,12 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         if has_tp:
             axes[0].scatter(lw["t"], [0] * len(lw), marker="*", s=40, color="#d00000", zorder=7,
                             clip_on=False)
-    ax.set_yticks(list(ypos.values()), list(ypos.keys()) or [""], fontsize=8)
+    if ypos:
+        ax.set_yticks(list(ypos.values()), list(ypos.keys()), fontsize=8)
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no partition events recorded", transform=ax.transAxes, ha="center",
+                va="center", color="#666666", fontsize=9)
     ax.set_ylim(-0.7, n_rows - 0.3)
     ax.set_xlim(0, end_t)
     ax.set_xlabel("seconds since run start (run clock)"

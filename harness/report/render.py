@@ -16,10 +16,10 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from harness.report import events as ev
+from harness.report import jinja
 from harness.report import plots, tables
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns
 
@@ -44,14 +44,6 @@ ANOMALY_TEXT: dict[str, str] = {
     "failed_write_visible": "A send that failed with a 'never appended' error was read anyway.",
     "failed_write_visible_allowed": "A send that failed after append (NOT_ENOUGH_REPLICAS_AFTER_APPEND or timeout) was read: allowed by Kafka (seed 003 §2.7), counted only.",
 }
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"),
-                             autoescape=jinja2.select_autoescape(["j2", "html"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = lambda n: f"{n:,}" if isinstance(n, int) else ("—" if n is None else str(n))
-    return env
 
 
 def _wall(ts: Any) -> str:
@@ -225,7 +217,7 @@ def write_report(run_dir: str | Path) -> Path:
     """
     data = load_run(run_dir)
     ctx = build_context(data)
-    page = _env().get_template("report.html.j2").render(**ctx)
+    page = jinja.env().get_template("report.html.j2").render(**ctx)
     out = data.run_dir / "report.html"
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(page, encoding="utf-8")

@@ -1,0 +1,127 @@
+"""The report degrades gracefully on missing files, refuses malformed ones in one line, and
+shows only the top rows of big evidence files with the whole file linked."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.report import ReportInputError, write_index, write_junit, write_report
+from harness.report.render import TOP_N
+from tests.report.runs import TOPIC, make_clean_run, make_loss_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_run_with_only_run_json_still_gets_a_report(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    for name in ("verdict.json", "timeline.jsonl", "observer.jsonl", "proxy-events.jsonl", "campaign.yaml"):
+        (run / name).unlink()
+    for sub in ("anomalies", "aggregates", "cluster-logs"):
+        for f in sorted((run / sub).rglob("*"), reverse=True):
+            f.unlink() if f.is_file() else f.rmdir()
+        (run / sub).rmdir()
+    html = write_report(run).read_text()
+    assert "NO VERDICT" in html
+    assert "verdict.json missing" in html and "aggregates/throughput.csv missing" in html
+    assert "cluster-logs/ missing" in html
+
+
+def test_torn_and_bad_jsonl_lines_are_noted_not_fatal(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    with open(run / "timeline.jsonl", "a") as fh:
+        fh.write("not json\n")
+        fh.write('{"v": 1, "t": 55.0, "kind": "nem')  # writer killed mid-line
+    html = write_report(run).read_text()
+    assert "timeline.jsonl: 1 undecodable line(s) skipped" in html
+    assert "timeline.jsonl: last line cut" in html
+
+
+def test_fault_never_healed_is_shown_until_run_end(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    with open(run / "timeline.jsonl", "a") as fh:
+        fh.write(json.dumps({"v": 1, "t": 55.0, "kind": "nemesis", "phase": "start", "id": "f-9",
+                             "fault": "partition", "targets": ["broker-1"], "detail": {}}) + "\n")
+    html = write_report(run).read_text()
+    assert "NO (run ended)" in html
+
+
+@pytest.mark.parametrize("file, mutate, message", [
+    ("verdict.json", lambda v: v["counts"].update(lost_write="three"),
+     "verdict.json: counts.lost_write: a non-negative integer, got 'three'"),
+    ("verdict.json", lambda v: v.pop("valid"), "verdict.json: valid: missing; wanted true or false"),
+    ("run.json", lambda r: r.update(expect="maybe"), "run.json: expect: 'no-loss' or 'loss', got 'maybe'"),
+    ("run.json", lambda r: r.update(wall_at_t0="noon"),
+     "run.json: wall_at_t0: the wall-clock time of t=0 in seconds (a number), got 'noon'"),
+])
+def test_malformed_input_is_one_clear_line(tmp_path: Path, file: str, mutate, message: str) -> None:
+    run = make_loss_run(tmp_path)
+    doc = json.loads((run / file).read_text())
+    mutate(doc)
+    (run / file).write_text(json.dumps(doc))
+    with pytest.raises(ReportInputError) as err:
+        write_report(run)
+    assert str(err.value) == f"{run / file}: {message.split(': ', 1)[1]}"
+
+
+def test_entry_point_exits_2_with_one_line(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    (run / "verdict.json").write_text(json.dumps({"valid": "yes", "counts": {}}))
+    proc = subprocess.run([sys.executable, "-m", "harness.report", str(run)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"faultline report: {run / 'verdict.json'}: valid: true or false, got 'yes'"]
+    assert "Traceback" not in proc.stderr
+    # and the good path writes report, junit and index
+    make_clean_run(tmp_path / "ok")
+    good = tmp_path / "ok" / "20261118T000000-kip903-on"
+    proc = subprocess.run([sys.executable, "-m", "harness.report", str(good)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(good / "report.html"), str(good / "junit.xml"),
+                                   str(tmp_path / "ok" / "index.html")]
+
+
+def test_bad_csv_and_json_syntax_are_one_line(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    (run / "aggregates" / "throughput.csv").write_text("second,ok\n0,1\n")
+    with pytest.raises(ReportInputError, match=r"throughput.csv: header: columns second, ok, fail"):
+        write_report(run)
+    (run / "aggregates" / "throughput.csv").unlink()
+    (run / "verdict.json").write_text("{\"valid\": true,\n")
+    with pytest.raises(ReportInputError, match=r"verdict.json: line 2: valid JSON"):
+        write_report(run)
+
+
+def test_big_evidence_shows_top_n_and_links_the_whole_file(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    n = 5_000
+    rows = pd.DataFrame({"topic": TOPIC, "partition": [i % 3 for i in range(n)], "offset": range(n),
+                         "value": [f"producer-0-{i}" for i in range(n)], "process": "producer-0",
+                         "op": range(n), "ack_t": [10 + i * 0.001 for i in range(n)]})
+    rows.to_csv(run / "anomalies" / "lost_write.csv", index=False)
+    v = json.loads((run / "verdict.json").read_text())
+    v["counts"]["lost_write"] = n
+    v["lost_writes_by_partition"] = {f"{TOPIC}-{p}": int((rows["partition"] == p).sum()) for p in range(3)}
+    v["attribution"] = []
+    (run / "verdict.json").write_text(json.dumps(v))
+    html = write_report(run).read_text()
+    assert html.count("producer-0-") < TOP_N + 50  # the head only, not 5 000 rows
+    assert f'Showing {TOP_N}; all of them: <a href="anomalies/lost_write.csv">' in html
+    assert 'id="lost-count">5000<' in html
+    junit = write_junit(run).read_text()
+    assert "4980 more in anomalies/lost_write.csv" in junit
+
+
+def test_index_survives_a_malformed_run(tmp_path: Path) -> None:
+    make_clean_run(tmp_path)
+    bad = make_loss_run(tmp_path)
+    (bad / "verdict.json").write_text("[]")
+    html = write_index(tmp_path).read_text()
+    assert "20261118T000000-kip903-on" in html and "20261117T000000-kip903-off" in html
+    assert "verdict.json: (top level): a JSON object, got list" in html
