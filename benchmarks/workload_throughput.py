@@ -5,10 +5,12 @@ the issue asks that a run sustain many thousands of recorded sends/s on 2 cores,
 prints what it does, with ack latency percentiles from the history itself.
 
     python benchmarks/workload_throughput.py [--seconds 10] [--producers 1] [--partitions 3]
-        [--rate N] [--bootstrap HOST:PORT]   # default: start a 3-broker kraftsim cluster
+        [--rate N] [--bootstrap HOST:PORT | --mock]   # default: a 3-broker kraftsim cluster
 
 Against kraftsim the cluster (Python brokers on the same 2 cores) is usually the
-bottleneck; ``--bootstrap`` points it at any other Kafka-compatible cluster.
+bottleneck; ``--bootstrap`` points it at any other Kafka-compatible cluster, and ``--mock``
+at librdkafka's built-in mock cluster (``test.mock.num.brokers=3``, inside each producer
+process), which measures the ceiling of the recording client itself.
 """
 from __future__ import annotations
 
@@ -63,21 +65,26 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=None, help="msgs/s per producer (default: max)")
     ap.add_argument("--idempotence", action="store_true")
     ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--mock", action="store_true", help="librdkafka's mock cluster per producer")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
     cluster = None
     try:
-        if args.bootstrap:
+        extra: dict = {}
+        topic = f"bench-{int(time.time())}"
+        if args.mock:
+            bootstrap, extra = "mock:9092", {"test.mock.num.brokers": 3}
+        elif args.bootstrap:
             bootstrap = args.bootstrap
         else:
             cluster, bootstrap = start_kraftsim(work, 3)
-        topic = f"bench-{int(time.time())}"
-        create_topic(bootstrap, topic, args.partitions, 3, min_insync_replicas=2, timeout=60)
+        if not args.mock:
+            create_topic(bootstrap, topic, args.partitions, 3, min_insync_replicas=2, timeout=60)
         clock = RunClock()
         hist = work / "history"
         producers = [ProducerWorkload(f"producer-{i}", bootstrap, topic, args.partitions, hist, clock.now,
-                                      rate=args.rate, idempotence=args.idempotence)
+                                      rate=args.rate, idempotence=args.idempotence, extra_config=extra)
                      for i in range(args.producers)]
         for p in producers:
             p.start()
@@ -100,7 +107,8 @@ def main() -> int:
                 elif r["type"] == "ok" and r["op"] in invoke_t:
                     latencies.append(r["t"] - invoke_t[r["op"]])
         latencies.sort()
-        print(f"target          {'kraftsim 3 brokers' if cluster else bootstrap}")
+        target = "librdkafka mock cluster" if args.mock else "kraftsim 3 brokers" if cluster else bootstrap
+        print(f"target          {target}")
         print(f"producers       {args.producers} (process each), partitions {args.partitions}, "
               f"acks=all, idempotence={args.idempotence}, rate={args.rate or 'max'}")
         print(f"window          {elapsed:.1f} s")
