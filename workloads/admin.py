@@ -38,8 +38,9 @@ def _admin(bootstrap: str) -> AdminClient:
 
 def describe(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, PartitionInfo]:
     """Leader, replicas and ISR per partition, from a fresh Metadata request."""
+    admin = _admin(bootstrap)
     try:
-        md = _admin(bootstrap).list_topics(topic=topic, timeout=timeout)
+        md = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
         raise AdminError(f"describe topic {topic!r} via {bootstrap}: {exc.args[0].str()}") from None
     tmd = md.topics.get(topic)
@@ -85,7 +86,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
     if min_insync_replicas is not None:
         conf["min.insync.replicas"] = str(min_insync_replicas)
     new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=conf)
-    futures = _admin(bootstrap).create_topics([new], operation_timeout=timeout, request_timeout=timeout)
+    admin = _admin(bootstrap)  # keep the handle alive until the future resolves
+    futures = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
     try:
         futures[topic].result(timeout)
     except KafkaException as exc:

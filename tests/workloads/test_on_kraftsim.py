@@ -1,0 +1,224 @@
+"""The workloads against a real 3-broker kraftsim cluster (one cluster for this module).
+
+What it shows (issue 4 "History recording"):
+* an acks=all producer writing N messages leaves N invokes and N oks with offsets;
+* the tailing consumer and the final drain read them back at the same offsets;
+* the observer sees leaders and ISR, and a leader change after SIGKILL of a leader, while
+  the producer and consumer keep recording through the fault;
+* a producer process killed with SIGKILL leaves a readable history (torn tail tolerated).
+
+The leader-kill test runs last: it leaves one broker dead.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.clock import RunClock
+from workloads.admin import create_topic, describe
+from workloads.consumer import ConsumerWorkload
+from workloads.drain import drain
+from workloads.history import ReadStats, read_jsonl
+from workloads.observer import Observer
+from workloads.producer import ProducerWorkload
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Kraftsim:
+    bootstrap: str
+    dir: Path
+    proc: subprocess.Popen
+
+    def broker_pid(self, node_id: int) -> int:
+        return int((self.dir / f"broker-{node_id}.pid").read_text().split()[0])
+
+
+def _kill_all(proc: subprocess.Popen, cdir: Path) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    for sig_target in [proc.pid]:
+        try:
+            os.killpg(sig_target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pf in cdir.glob("*.pid"):  # nodes restarted outside the group, if any
+        try:
+            os.kill(int(pf.read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+    proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("kraftsim")
+    cdir = base / "cluster"
+    log_path = base / "cluster.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kraftsim", "cluster", "--brokers", "3", "--dir", str(cdir)],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        bootstrap = None
+        while bootstrap is None:
+            for line in log_path.read_text(errors="replace").splitlines():
+                if line.startswith("bootstrap.servers="):
+                    bootstrap = line.split("=", 1)[1].strip()
+            assert proc.poll() is None, f"kraftsim exited: {log_path.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "kraftsim printed no bootstrap.servers= line in 90 s"
+            time.sleep(0.1)
+        yield Kraftsim(bootstrap, cdir, proc)
+    finally:
+        _kill_all(proc, cdir)
+
+
+@pytest.fixture
+def to_stop():
+    """Workload clients started by a test; SIGKILLed if the test did not stop them."""
+    made: list = []
+    yield made
+    for w in made:
+        if w.alive() and w.pid:
+            os.kill(w.pid, signal.SIGKILL)
+
+
+def sends(path: Path) -> tuple[dict[int, dict], dict[int, list[dict]]]:
+    invokes: dict[int, dict] = {}
+    done: dict[int, list[dict]] = {}
+    for r in read_jsonl(path):
+        if r["type"] == "invoke":
+            invokes[r["op"]] = r
+        else:
+            done.setdefault(r["op"], []).append(r)
+    return invokes, done
+
+
+N = 1500
+
+
+def test_acks_all_producer_then_consumer_and_drain_agree(cluster, tmp_path, to_stop):
+    topic = "wl-basic"
+    info = create_topic(cluster.bootstrap, topic, 3, 3, min_insync_replicas=2)
+    assert sorted(info) == [0, 1, 2] and all(p.leader is not None for p in info.values())
+    clock = RunClock()
+    consumer = ConsumerWorkload("consumer-0", cluster.bootstrap, topic, 3, tmp_path, clock.now)
+    to_stop.append(consumer)
+    consumer.start()
+    producer = ProducerWorkload("producer-0", cluster.bootstrap, topic, 3, tmp_path, clock.now,
+                                max_sends=N)
+    to_stop.append(producer)
+    producer.start()
+    assert producer.wait_completed(N, timeout=60), producer.stats()
+    assert producer.stop(timeout=10) == {"invoked": N, "ok": N, "fail": 0, "info": 0}
+
+    invokes, done = sends(tmp_path / "producer-0.jsonl")
+    assert len(invokes) == N and len(done) == N
+    assert all(len(v) == 1 and v[0]["type"] == "ok" for v in done.values())
+    acked = {(r["partition"], r["offset"]): r["value"] for (r,) in done.values()}
+    assert len(acked) == N, "two acks at one offset"
+    for op, (r,) in done.items():
+        assert r["partition"] == invokes[op]["partition"] == op % 3 and r["value"] == invokes[op]["value"]
+        assert r["t"] >= invokes[op]["t"]
+    per_part = Counter(p for p, _ in acked)
+    for p, n in per_part.items():  # one writer, no faults: offsets 0..n-1 exactly
+        assert sorted(o for q, o in acked if q == p) == list(range(n))
+
+    deadline = time.monotonic() + 30
+    while consumer.stats()["ok"] < N and time.monotonic() < deadline:
+        time.sleep(0.05)
+    consumer.stop(timeout=5)
+    polled = {(r["partition"], r["offset"]): r["value"]
+              for r in read_jsonl(tmp_path / "consumer-0.jsonl") if r["f"] == "poll" and r["type"] == "ok"}
+    assert polled == acked
+
+    ends = drain(cluster.bootstrap, topic, 3, tmp_path, clock.now, timeout=30)
+    assert ends == dict(per_part)
+    recs = list(read_jsonl(tmp_path / "drain.jsonl"))
+    drained = {(r["partition"], r["offset"]): r["value"] for r in recs if r["f"] == "drain"}
+    assert drained == acked
+    assert sorted((r["partition"], r["type"], r["offset"]) for r in recs if r["f"] == "drain-end") == \
+        [(p, "ok", per_part[p]) for p in range(3)]
+
+
+def test_producer_history_readable_after_sigkill(cluster, tmp_path, to_stop):
+    topic = "wl-kill-producer"
+    create_topic(cluster.bootstrap, topic, 2, 3, min_insync_replicas=2)
+    clock = RunClock()
+    producer = ProducerWorkload("producer-k", cluster.bootstrap, topic, 2, tmp_path, clock.now)
+    to_stop.append(producer)
+    producer.start()
+    deadline = time.monotonic() + 30
+    while producer.stats()["ok"] < 300 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(producer.pid, signal.SIGKILL)
+    while producer.alive():
+        time.sleep(0.02)
+    st = ReadStats()
+    recs = list(read_jsonl(tmp_path / "producer-k.jsonl", st))
+    assert st.bad_lines == 0
+    oks = [r for r in recs if r["type"] == "ok"]
+    assert len(oks) >= 200, "acks from before the kill must be on disk (flushed every 200 ms)"
+    invoked_ops = {r["op"] for r in recs if r["type"] == "invoke"}
+    assert all(r["op"] in invoked_ops and r["offset"] is not None for r in oks)
+
+
+def test_observer_sees_leader_change_after_sigkill_while_clients_keep_recording(cluster, tmp_path, to_stop):
+    """Runs last in this module: it leaves the killed broker down."""
+    topic = "wl-leader-kill"
+    create_topic(cluster.bootstrap, topic, 3, 3, min_insync_replicas=2)
+    clock = RunClock()
+    obs = Observer(cluster.bootstrap, topic, tmp_path / "observer.jsonl", clock.now, interval=0.1)
+    obs.start()
+    try:
+        assert obs.wait_until(lambda s: all(_leader_ok(s, p) for p in range(3)), timeout=20), obs.latest()
+        before = obs.latest()[0]
+        assert len(before["isr"]) == 3 and sorted(before["isr"]) == sorted(describe(cluster.bootstrap, topic)[0].isr)
+        producer = ProducerWorkload("producer-0", cluster.bootstrap, topic, 3, tmp_path, clock.now, rate=300)
+        consumer = ConsumerWorkload("consumer-0", cluster.bootstrap, topic, 3, tmp_path, clock.now)
+        to_stop += [producer, consumer]
+        producer.start()
+        consumer.start()
+        time.sleep(1.0)
+        victim = before["leader"]
+        killed_at = clock.now()
+        os.kill(cluster.broker_pid(victim), signal.SIGKILL)
+        assert obs.wait_until(lambda s: _leader_ok(s, 0) and s[0]["leader"] != victim
+                              and s[0]["leader_epoch"] > before["leader_epoch"], timeout=30), obs.latest()
+        assert obs.wait_until(lambda s: victim not in s[0]["isr"], timeout=30), obs.latest()
+        after = obs.latest()[0]
+        read_at_change = consumer.stats()["ok"]
+        ok_at_change = producer.stats()["ok"]
+        time.sleep(1.5)
+        assert producer.stats()["ok"] > ok_at_change, "producer stopped getting acks after the election"
+        assert consumer.stats()["ok"] > read_at_change, "consumer stopped reading after the election"
+        producer.stop(timeout=10)
+        consumer.stop(timeout=5)
+    finally:
+        obs.stop()
+    recs = [r for r in read_jsonl(tmp_path / "observer.jsonl") if r["partition"] == 0 and r["error"] is None]
+    leaders = [(r["leader"], r["leader_epoch"]) for r in recs]
+    assert (victim, before["leader_epoch"]) in leaders and (after["leader"], after["leader_epoch"]) in leaders
+    change_t = min(r["t"] for r in recs if r["leader"] == after["leader"] and r["leader_epoch"] == after["leader_epoch"])
+    assert change_t >= killed_at
+    # the producer's history stays well formed across the fault: every invoke completed once
+    invokes, done = sends(tmp_path / "producer-0.jsonl")
+    assert set(done) == set(invokes) and all(len(v) == 1 for v in done.values())
+    assert sum(1 for (r,) in done.values() if r["type"] == "ok") > 0
+
+
+def _leader_ok(state: dict, p: int) -> bool:
+    rec = state.get(p)
+    return bool(rec) and rec["error"] is None and rec["leader"] is not None
