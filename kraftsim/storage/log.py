@@ -130,59 +130,86 @@ class PartitionLog:
     def _recover(self, recovery_point: int) -> None:
         start = max(bisect_right(self._bases, recovery_point) - 1, 0)
         for seg in self._segments[:start]:
+            # Below the recovery point the data is trusted; only a broken index (e.g. a segment
+            # cut by hand) makes Kafka recover that one segment, keeping the later ones.
             if not seg.load_index():
-                seg.rebuild_index_from_headers()
+                self._recover_segment(seg, None, recovery_point)
         truncated = 0
-        from_offset = None
-        reason = None
         cut_at = len(self._segments)
         expected = self._segments[start - 1].next_offset if start > 0 else None
-        cache_changed = False
+        first_problem: tuple[str, int] | None = None
         for idx in range(start, len(self._segments)):
             seg = self._segments[idx]
-            buf = seg.read_all()
-            seg.last_offsets = array("q")
-            seg.positions = array("q")
-            valid_end = 0
-            for h in records.iter_batches(buf, 0, check_crc=True):
-                problem = None
-                if not h.crc_valid:
-                    problem = "bad magic" if h.magic != records.CURRENT_MAGIC else "CRC mismatch"
-                elif h.last_offset < h.base_offset:
-                    problem = "negative lastOffsetDelta"
-                elif h.base_offset < (expected if expected is not None else seg.base_offset):
-                    problem = f"offset {h.base_offset} not above previous offset {(expected or seg.base_offset) - 1}"
-                if problem:
-                    reason = f"{problem} in batch at {seg.log_path.name} position {h.position}"
-                    from_offset = h.last_offset + 1
-                    break
-                seg.last_offsets.append(h.last_offset)
-                seg.positions.append(h.position)
-                cache_changed |= self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset, persist=False)
-                expected = h.last_offset + 1
-                valid_end = h.position + h.length
-            if valid_end < seg.size:
-                if reason is None:
-                    reason = f"incomplete batch at {seg.log_path.name} position {valid_end}"
-                    tail = buf[valid_end:]
-                    if len(tail) >= 27:  # a torn batch still names its offsets in the first 27 bytes
-                        base = int.from_bytes(tail[0:8], "big", signed=True)
-                        from_offset = base + int.from_bytes(tail[23:27], "big", signed=True) + 1
-                truncated += seg.truncate_bytes(valid_end)
+            cut, expected, problem = self._scan_segment(seg, expected)
+            if cut:
+                truncated += cut
+                first_problem = problem
                 cut_at = idx + 1
                 break
         for seg in self._segments[cut_at:]:
             truncated += seg.size
             seg.delete()
         del self._segments[cut_at:], self._bases[cut_at:]
-        if cache_changed:
-            self.epoch_cache.flush()
+        self._finish_recovery(recovery_point, truncated, first_problem)
+
+    def _recover_segment(self, seg: Segment, expected: int | None, recovery_point: int) -> None:
+        cut, _next, problem = self._scan_segment(seg, expected)
+        if cut:
+            self._emit_truncation(cut, problem, seg.next_offset)
+
+    def _scan_segment(self, seg: Segment, expected: int | None) -> tuple[int, int | None, tuple[str, int] | None]:
+        """Validate every batch of ``seg`` (Kafka's ``LogSegment.recover``), rebuild its index and
+        the epoch cache, cut the segment at the first bad batch.
+
+        Returns (bytes cut, next expected offset, (reason, offset the bad data claimed to reach)).
+        """
+        buf = seg.read_all()
+        seg.last_offsets = array("q")
+        seg.positions = array("q")
+        valid_end = 0
+        problem = None
+        claimed = -1
+        floor = expected if expected is not None else seg.base_offset
+        cache = self.epoch_cache
+        for h in records.iter_batches(buf, 0, check_crc=True):
+            if not h.crc_valid:
+                problem = "bad magic" if h.magic != records.CURRENT_MAGIC else "CRC mismatch"
+            elif h.last_offset < h.base_offset:
+                problem = "negative lastOffsetDelta"
+            elif h.base_offset < floor:
+                problem = f"offset {h.base_offset} below the expected {floor}"
+            if problem:
+                claimed = h.last_offset + 1
+                break
+            seg.last_offsets.append(h.last_offset)
+            seg.positions.append(h.position)
+            # Like Kafka's LogSegment.recover: only an epoch newer than the cache's latest is added.
+            if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+            floor = h.last_offset + 1
+            valid_end = h.position + h.length
+        if valid_end >= seg.size:
+            return 0, floor, None
+        if problem is None:
+            tail = buf[valid_end:]
+            problem = records.validate_batch(tail) or "invalid batch"
+            if len(tail) >= 27:  # a torn batch still names its offsets in its first 27 bytes
+                claimed = int.from_bytes(tail[0:8], "big", signed=True) + int.from_bytes(tail[23:27], "big", signed=True) + 1
+        reason = f"{seg.log_path.name} position {valid_end}: {problem}"
+        return seg.truncate_bytes(valid_end), floor, (reason, claimed)
+
+    def _emit_truncation(self, truncated: int, problem: tuple[str, int] | None, to_offset: int) -> None:
+        reason, claimed = problem or ("segments deleted", to_offset)
+        self._emit("truncation", from_offset=max(claimed, to_offset), to_offset=to_offset,
+                   reason=f"recovery: {reason}", truncated_bytes=truncated)
+
+    def _finish_recovery(self, recovery_point: int, truncated: int, problem: tuple[str, int] | None) -> None:
         leo = self.log_end_offset
         if truncated:
-            self._emit("truncation", from_offset=max(from_offset or leo, leo), to_offset=leo,
-                       reason=f"recovery: {reason}", truncated_bytes=truncated)
+            self._emit_truncation(truncated, problem, leo)
+        reason = "unclean_shutdown" + (f": {problem[0]}" if problem else "")
         self._emit("recovery", recovery_point=recovery_point, log_end_offset=leo,
-                   truncated_bytes=truncated, reason="unclean_shutdown" + (f": {reason}" if reason else ""))
+                   truncated_bytes=truncated, reason=reason)
 
     # ------------------------------------------------------------------ properties
 

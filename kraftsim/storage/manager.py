@@ -79,6 +79,9 @@ class LogManager:
             write_meta_properties(d, node_id=self.node_id, cluster_id=self.cluster_id)
             return
         path = d / "meta.properties"
+        if props.get("version") != "1":
+            raise StorageConfigError(
+                f"{path}: version is {props.get('version')!r}, want 1 (a KRaft log dir)")
         if props.get("node.id") != str(self.node_id):
             raise StorageConfigError(
                 f"{path}: node.id is {props.get('node.id')!r} but this broker is node.id {self.node_id}; "

@@ -64,6 +64,10 @@ class Segment:
             pos.append(p)
         if not rel:
             return self.size == 0
+        # A dense index (ours) starts at position 0 and strictly increases in both columns; a
+        # preallocated or sparse (Kafka-written) one does not pass, and is rebuilt instead.
+        if pos[0] != 0 or any(a >= b for a, b in zip(rel, rel[1:])) or any(a >= b for a, b in zip(pos, pos[1:])):
+            return False
         # Sanity check like Kafka's index sanityCheck: the last indexed batch must end the file.
         head = os.pread(self.fd, records.HEADER_SIZE, pos[-1])
         if len(head) < records.HEADER_SIZE:
