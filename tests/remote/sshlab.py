@@ -1,0 +1,157 @@
+"""Lab hosts for the SSH transport tests: a real OpenSSH sshd in each network namespace.
+
+Why real sshd: host-key checking, key auth, sudo, SFTP and a dropped connection after a
+"reboot" are exactly what paramiko must get right against a real server; a fake would
+test our assumptions instead. Each host has its own host key, sshd_config and pid file
+in a temp dir; the test users (one with NOPASSWD sudo, one whose sudo needs a password)
+are created for the session and removed, with their sudoers files, at teardown.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.netlab import NetLab, cleanup_stale, sh
+
+USER = "fl-ssh-nopw"
+PW_USER = "fl-ssh-pw"
+PW_USER_PASSWORD = "fl-test-Secret-42"
+SUDOERS = Path("/etc/sudoers.d/faultline-remote-tests")
+
+
+@dataclass
+class SshHost:
+    name: str
+    ns: str
+    ip: str
+    dir: Path
+    port: int = 22
+    proc: subprocess.Popen | None = None
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "sshd_config"
+
+    @property
+    def known_hosts_name(self) -> str:
+        """How OpenSSH and paramiko name the host in known_hosts (no brackets on port 22)."""
+        return self.ip if self.port == 22 else f"[{self.ip}]:{self.port}"
+
+    @property
+    def host_pub(self) -> str:
+        return (self.dir / "ssh_host_ed25519_key.pub").read_text().strip()
+
+
+@dataclass
+class SshLab:
+    hosts: list[str]
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fl-sshlab-")))
+    lab: NetLab | None = None
+    by_name: dict[str, SshHost] = field(default_factory=dict)
+
+    @property
+    def client_key(self) -> str:
+        return str(self.root / "client_ed25519")
+
+    @property
+    def known_hosts(self) -> str:
+        return str(self.root / "known_hosts")
+
+    def up(self) -> "SshLab":
+        cleanup_stale("ssh")
+        os.chmod(self.root, 0o755)
+        self.lab = NetLab("ssh", self.hosts).up()
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.client_key)
+        self._users()
+        auth = self.root / "authorized_keys"
+        auth.write_text(Path(self.client_key + ".pub").read_text())
+        os.chmod(auth, 0o644)
+        kh = []
+        for h in self.hosts:
+            d = self.root / h
+            d.mkdir()
+            os.chmod(d, 0o755)
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "ssh_host_ed25519_key"))
+            host = SshHost(h, self.lab.ns(h), self.lab.ips[h], d)
+            host.config.write_text(
+                f"ListenAddress {host.ip}:{host.port}\n"
+                f"HostKey {d}/ssh_host_ed25519_key\n"
+                f"PidFile {d}/sshd.pid\n"
+                f"AuthorizedKeysFile {auth}\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+                "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nUseDNS no\n"
+                "ClientAliveInterval 2\nClientAliveCountMax 2\n"
+                "Subsystem sftp internal-sftp\n")
+            self.by_name[h] = host
+            kh.append(f"{host.known_hosts_name} {host.host_pub}")
+            self.start(h)
+        Path(self.known_hosts).write_text("\n".join(kh) + "\n")
+        return self
+
+    def _users(self) -> None:
+        self._remove_users()
+        for u in (USER, PW_USER):
+            home = self.root / "home" / u
+            sh("useradd", "-M", "-d", str(home), "-s", "/bin/sh", u)
+            home.mkdir(parents=True)
+            shutil.chown(home, u, u)
+        # sshd (UsePAM no) refuses a locked account ("!" in shadow) even for key auth
+        sh("usermod", "-p", "*", USER)
+        sh("chpasswd", input=f"{PW_USER}:{PW_USER_PASSWORD}\n")
+        SUDOERS.write_text(f"{USER} ALL=(ALL) NOPASSWD: ALL\n{PW_USER} ALL=(ALL) ALL\n")
+        os.chmod(SUDOERS, 0o440)
+
+    def _remove_users(self) -> None:
+        for u in (USER, PW_USER):
+            sh("pkill", "-KILL", "-u", u, check=False)
+            sh("userdel", u, check=False)
+        SUDOERS.unlink(missing_ok=True)
+
+    def start(self, name: str) -> None:
+        """Start sshd in the host's namespace and wait until it accepts connections."""
+        h = self.by_name[name]
+        h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(h.config)],
+                                  stdout=open(h.dir / "sshd.log", "ab"), stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((h.ip, h.port), timeout=0.5).close()
+                return
+            except OSError:
+                if h.proc.poll() is not None:
+                    raise RuntimeError(f"sshd for {name} exited: {(h.dir / 'sshd.log').read_text()[-300:]}")
+                time.sleep(0.05)
+        raise RuntimeError(f"sshd for {name} did not listen on {h.ip}:{h.port}")
+
+    def crash(self, name: str) -> None:
+        """A hard reboot: everything running in the host's namespace dies at once."""
+        h = self.by_name[name]
+        for pid in sh("ip", "netns", "pids", h.ns, check=False).stdout.split():
+            sh("kill", "-9", pid, check=False)
+        if h.proc is not None:
+            try:
+                os.killpg(h.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            h.proc.wait(timeout=10)
+            h.proc = None
+
+    def down(self) -> None:
+        for name in list(self.by_name):
+            try:
+                self.crash(name)
+            except Exception:
+                pass
+        if self.lab is not None:
+            self.lab.down()
+        self._remove_users()
+        shutil.rmtree(self.root, ignore_errors=True)
