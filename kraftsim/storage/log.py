@@ -113,7 +113,12 @@ class PartitionLog:
         if clean:
             for seg in self._segments:
                 if not seg.load_index():
-                    seg.rebuild_index_from_headers()
+                    cut = seg.rebuild_index_from_headers()
+                    if cut:  # a torn batch in a cleanly shut down log: not normal, so say so
+                        self._emit_truncation(cut, (f"{seg.log_path.name}: incomplete batch at position {seg.size}",
+                                                    seg.next_offset), seg.next_offset)
+                    if seg is not self._segments[-1]:
+                        seg.write_index()
         else:
             self._recover(recovery_point)
         self._log_start_offset = max(log_start_checkpoint, self._bases[0])
@@ -150,12 +155,15 @@ class PartitionLog:
             truncated += seg.size
             seg.delete()
         del self._segments[cut_at:], self._bases[cut_at:]
+        for seg in self._segments[start:-1]:  # scanned and immutable: persist the fresh index
+            seg.write_index()
         self._finish_recovery(recovery_point, truncated, first_problem)
 
     def _recover_segment(self, seg: Segment, expected: int | None, recovery_point: int) -> None:
         cut, _next, problem = self._scan_segment(seg, expected)
         if cut:
             self._emit_truncation(cut, problem, seg.next_offset)
+        seg.write_index()  # the segment is immutable; its index is now correct again
 
     def _scan_segment(self, seg: Segment, expected: int | None) -> tuple[int, int | None, tuple[str, int] | None]:
         """Validate every batch of ``seg`` (Kafka's ``LogSegment.recover``), rebuild its index and

@@ -126,6 +126,8 @@ class LogManager:
                         )
                     except CheckpointError as e:
                         raise StorageConfigError(str(e)) from None
+                    except OSError as e:
+                        raise StorageConfigError(f"{e.filename or child}: cannot open partition log: {e.strerror}") from None
                     self._register(key, d, log)
             self._loaded = True
             # Kafka checkpoints right after loading, then deletes the marker: from here on a

@@ -80,8 +80,9 @@ class Segment:
         self.positions = array("q", pos)
         return True
 
-    def rebuild_index_from_headers(self) -> None:
-        """Rebuild the index by walking batch headers (no CRC); stops at an incomplete batch."""
+    def rebuild_index_from_headers(self) -> int:
+        """Rebuild the index by walking batch headers (no CRC); an incomplete tail is cut.
+        Returns the bytes cut (0 for a sound segment)."""
         buf = self.read_all()
         self.last_offsets = array("q")
         self.positions = array("q")
@@ -90,8 +91,7 @@ class Segment:
             self.last_offsets.append(h.last_offset)
             self.positions.append(h.position)
             end = h.position + h.length
-        if end != self.size:
-            self.truncate_bytes(end)
+        return self.truncate_bytes(end) if end != self.size else 0
 
     def write_index(self) -> None:
         out = bytearray()

@@ -179,3 +179,15 @@ def test_a_process_hitting_bad_storage_prints_one_line_not_a_traceback(tmp_path)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert "meta.properties: node.id is '1' but this broker is node.id 9" in out.stderr
+
+
+def test_unopenable_segment_is_one_clear_error(tmp_path):
+    d = tmp_path / "d"
+    m = manager([d])
+    m.load()
+    m.shutdown()
+    (d / "t-0" / f"{0:020d}.log").mkdir(parents=True)  # a directory where a segment should be
+    with pytest.raises(StorageConfigError) as e:
+        manager([d]).load()
+    msg = str(e.value)
+    assert "00000000000000000000.log: cannot open partition log: Is a directory" in msg and "\n" not in msg
