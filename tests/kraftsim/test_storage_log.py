@@ -432,3 +432,19 @@ def test_preallocated_kafka_style_index_is_rebuilt_not_trusted(tmp_path):
     log = open_log(d, rp=10, clean=True)
     assert log.log_end_offset == 10
     assert [h.base_offset for h in iter_batches(log.read(0, 10**6))] == [0, 2, 4, 6, 8]
+
+
+def test_follower_append_skips_a_partial_trailing_batch_but_refuses_corruption(tmp_path):
+    leader = open_log(tmp_path / "leader")
+    fill(leader, 3)
+    fetched = leader.read(0, 10**6)
+    follower = open_log(tmp_path / "follower")
+    assert follower.append_as_follower(fetched[:-10]) == 3  # the third batch was cut by max bytes
+    assert follower.log_end_offset == 4
+    assert follower.append_as_follower(fetched[len(fetched) - len(batch(2)):][:30]) == 3
+    bad = bytearray(fetched[len(fetched) - len(batch(2)):])
+    bad[-2] ^= 0x40
+    with pytest.raises(CorruptRecordError, match="CRC mismatch"):
+        follower.append_as_follower(bytes(bad))
+    assert follower.log_end_offset == 4
+    assert follower.append_as_follower(fetched[len(fetched) - len(batch(2)):]) == 5
