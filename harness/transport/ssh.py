@@ -211,11 +211,11 @@ class SshTransport(Transport):
         prefix, pw = self._sudo_prefix(sudo)
         return f"{prefix}sh -c {shlex.quote(script)}", pw
 
-    def _open_session(self) -> paramiko.Channel:
+    def _open_session(self, retry_for: float | None = None) -> paramiko.Channel:
         """A fresh channel; a connection found dead *before* the command is sent is
         re-established (with retries) once — safe, because nothing has run yet."""
         for attempt in (1, 2):
-            client = self._ensure()
+            client = self._ensure(retry_for)
             try:
                 tr = client.get_transport()
                 if tr is None:
@@ -230,9 +230,13 @@ class SshTransport(Transport):
 
     def run(self, cmd: str | Sequence[str], *, sudo: bool = False, timeout: float | None = 60,
             check: bool = False, input: str | None = None) -> CommandResult:
+        return self._run(cmd, sudo=sudo, timeout=timeout, check=check, input=input)
+
+    def _run(self, cmd: str | Sequence[str], *, sudo: bool = False, timeout: float | None = 60,
+             check: bool = False, input: str | None = None, retry_for: float | None = None) -> CommandResult:
         script = to_shell(cmd)
         full, pw = self._wrap(script, sudo)
-        chan = self._open_session()
+        chan = self._open_session(retry_for)
         try:
             chan.exec_command(full)
             stdin_data = (pw or "") + (input or "")
@@ -335,11 +339,9 @@ class SshTransport(Transport):
         return self.run(_alive_script(pid)).ok
 
     def alive(self) -> bool:
+        """One connection attempt, no retries: a probe, not a wait."""
         try:
-            with self._lock:
-                if not self._active():
-                    self._connect(0)
-            return self.run("true", timeout=self.connect_timeout).ok
+            return self._run("true", timeout=self.connect_timeout, retry_for=0).ok
         except TransportError:
             return False
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.netlab import NetLab, cleanup_stale, sh
+from tests.support.netlab import LABS, NetLab, cleanup_stale, sh
 
 USER = "fl-ssh-nopw"
 PW_USER = "fl-ssh-pw"
@@ -64,8 +64,16 @@ class SshLab:
     def known_hosts(self) -> str:
         return str(self.root / "known_hosts")
 
+    def _del_veths(self) -> None:
+        """Delete the host ends of the lab's veth pairs now: the kernel frees a deleted
+        namespace (and its veth ends) asynchronously, which under load races the next
+        test module's NetLab.up (``ip link add`` → "File exists")."""
+        for i in range(len(self.hosts)):
+            sh("ip", "link", "del", f"flv{LABS['ssh']}h{i}", check=False)
+
     def up(self) -> "SshLab":
         cleanup_stale("ssh")
+        self._del_veths()
         os.chmod(self.root, 0o755)
         self.lab = NetLab("ssh", self.hosts).up()
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
@@ -153,5 +161,6 @@ class SshLab:
                 pass
         if self.lab is not None:
             self.lab.down()
+        self._del_veths()
         self._remove_users()
         shutil.rmtree(self.root, ignore_errors=True)
