@@ -13,6 +13,10 @@ import signal
 import sys
 from pathlib import Path
 
+# kio registers hypothesis strategies when hypothesis is importable; a kraftsim process never
+# needs them and the import costs ~0.4 s per process start (the cluster must be ready in <= 5 s).
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+
 
 def _serve(role: str, config_path: str) -> int:
     from kraftsim.config import ConfigError, load
