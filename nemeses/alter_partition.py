@@ -37,6 +37,7 @@ from harness.ledger import Ledger, new_id
 from harness.transport.base import Transport, TransportError
 from harness.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, register
+from nemeses.netfilter import add_raw, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -59,12 +60,13 @@ class ProxyHandle:
 
 def start_proxy(transport: Transport, *, listen: str, upstream: str, control_dir: str, events: str,
                 ledger: Ledger | None = None, python: str = sys.executable, node: int = -1,
-                timeout: float = 15.0) -> ProxyHandle:
+                timeout: float = 15.0, source: str | None = None) -> ProxyHandle:
     """Spawn ``python -m nemeses.proxy`` on the host and wait until it listens."""
     transport.run(["mkdir", "-p", control_dir], check=True)
     transport.run(["rm", "-f", f"{control_dir}/ready"])
     cmd = ["env", f"PYTHONPATH={REPO_ROOT}", python, "-m", "nemeses.proxy", "--listen", listen,
-           "--upstream", upstream, "--control-dir", control_dir, "--events", events, "--node", str(node)]
+           "--upstream", upstream, "--control-dir", control_dir, "--events", events, "--node", str(node)] \
+        + (["--source", source] if source else [])
     pid = transport.spawn(cmd, log_path=f"{control_dir}/proxy.log")
     handle = ProxyHandle(transport, pid, control_dir, events, listen)
     if ledger is not None:
@@ -168,12 +170,51 @@ class AlterPartitionDelay(Nemesis):
             raise ValueError(f"alter-partition: no proxy running with control dir {self.control_dir}; "
                              "give settings.proxy.listen and .upstream to start one")
         upstream = conf["upstream"] if conf["upstream"] != "auto" else controller_address(ctx)
+        placement = conf.get("placement", "config")
+        if placement not in ("config", "dnat"):
+            raise ValueError(f"alter-partition: settings.proxy.placement must be config or dnat, got {placement!r}")
+        source = conf.get("source") or ("127.0.0.254" if placement == "dnat" and upstream.startswith("127.") else None)
         self.handle = start_proxy(self.transport, listen=conf["listen"], upstream=upstream,
                                   control_dir=self.control_dir,
                                   events=conf.get("events") or f"{self.control_dir}/proxy-events.jsonl",
-                                  ledger=ctx.ledger)
+                                  ledger=ctx.ledger, source=source)
+        self.placement: FaultRecord | None = None
+        if placement == "dnat":
+            try:
+                self.placement = self.place_dnat(upstream, self.handle.listen, source)
+            except Exception:
+                self.teardown()
+                raise
+
+    def place_dnat(self, upstream: str, listen: str, source: str | None) -> FaultRecord:
+        """Put the proxy in front of a running cluster: on every broker host, new connections
+        to the controller are DNATed to the proxy, and existing ones are reset (``ss -K``, plus
+        a REJECT for any direct flow left) so the brokers reconnect through it. Recorded in
+        the ledger as a fault of its own, so `faultline heal` removes the rules."""
+        cip, _, cport = upstream.rpartition(":")
+        pip, _, pport = listen.rpartition(":")
+        match = ["-p", "tcp", "-d", cip, "--dport", cport] + (["!", "-s", source] if source else [])
+        hosts: dict[Any, str] = {}
+        for n in self.ctx.brokers():
+            t = n.transport
+            key = ("local", getattr(t, "netns", None)) if isinstance(t, LocalTransport) else n.name
+            hosts.setdefault(key, n.name)
+        record = FaultRecord(fault=self.name, targets=sorted(hosts.values()),
+                             params={"placement": "dnat", "upstream": upstream, "proxy": listen},
+                             undo={"hosts": sorted(hosts.values()), "placement": True})
+        self.begin(record)
+        for name in record.undo["hosts"]:
+            t = self.ctx.nodes[name].transport
+            add_raw(t, "nat", "OUTPUT", match + ["-j", "DNAT", "--to-destination", f"{pip}:{pport}"], record.id)
+            add_raw(t, "filter", "OUTPUT", match + ["-j", "REJECT", "--reject-with", "tcp-reset"], record.id)
+            kill = ["ss", "-K", "dst", cip, "dport", "=", f":{cport}"] + (["and", "not", "src", source] if source else [])
+            t.run(kill, sudo=True)
+        return record
 
     def teardown(self) -> None:
+        if getattr(self, "placement", None) is not None:
+            self.stop(self.placement)      # rules first: brokers go back to the controller directly
+            self.placement = None
         if getattr(self, "handle", None) is not None:
             stop_proxy(self.handle, self.ctx.ledger)
             self.handle = None
@@ -249,6 +290,14 @@ class AlterPartitionDelay(Nemesis):
 
     def stop(self, record: FaultRecord) -> None:
         """Release the hold (if still held) and/or drop the delay. Works from a fresh process."""
+        if record.undo.get("placement"):
+            removed = 0
+            for name in record.undo.get("hosts", []):
+                node = self.ctx.nodes.get(name)
+                t = node.transport if node is not None else LocalTransport(name)
+                removed += remove_rules(t, record.id, ("nat", "filter"))
+            self.end(record, rules_removed=removed)
+            return
         if not hasattr(self, "control_dir"):   # `faultline heal` without setup of a running proxy
             self.control_dir = record.undo["control_dir"]
             self.transport = LocalTransport(record.undo.get("host") or "proxy")

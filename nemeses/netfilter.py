@@ -65,9 +65,17 @@ def add_rules(transport: Transport, rules: list[Rule], fault_id: str) -> None:
             raise CommandFailed(res)
 
 
-def tagged_rules(transport: Transport, fault_id: str | None = None) -> list[list[str]]:
+def add_raw(transport: Transport, table: str, chain: str, spec: list[str], fault_id: str) -> None:
+    """A rule other than a DROP (DNAT, REJECT) in ``table``, tagged like the others."""
+    res = transport.run(["iptables", "-w", "5", "-t", table, "-I", chain, "-m", "comment",
+                         "--comment", tag(fault_id), *spec], sudo=True)
+    if not res.ok:
+        raise CommandFailed(res)
+
+
+def tagged_rules(transport: Transport, fault_id: str | None = None, table: str = "filter") -> list[list[str]]:
     """The ``-A ...`` rule specs on the host carrying our tag (one fault, or any faultline one)."""
-    res = transport.run(["iptables", "-w", "5", "-S"], sudo=True)
+    res = transport.run(["iptables", "-w", "5", "-t", table, "-S"], sudo=True)
     if not res.ok:
         return []
     want = tag(fault_id) if fault_id else TAG_PREFIX
@@ -85,11 +93,12 @@ def tagged_rules(transport: Transport, fault_id: str | None = None) -> list[list
     return out
 
 
-def remove_rules(transport: Transport, fault_id: str | None) -> int:
-    """Delete every rule tagged for ``fault_id`` (or every faultline rule when None).
-    Returns how many were removed; a host without such rules is not an error."""
+def remove_rules(transport: Transport, fault_id: str | None, tables: tuple[str, ...] = ("filter",)) -> int:
+    """Delete every rule tagged for ``fault_id`` (or every faultline rule when None) in the
+    given tables. Returns how many were removed; a host without such rules is not an error."""
     n = 0
-    for parts in tagged_rules(transport, fault_id):
-        res = transport.run(["iptables", "-w", "5", "-D", *parts[1:]], sudo=True)
-        n += int(res.ok)
+    for table in tables:
+        for parts in tagged_rules(transport, fault_id, table):
+            res = transport.run(["iptables", "-w", "5", "-t", table, "-D", *parts[1:]], sudo=True)
+            n += int(res.ok)
     return n

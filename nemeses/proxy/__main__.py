@@ -21,10 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control-dir", type=Path, required=True)
     ap.add_argument("--events", type=Path, required=True, help="proxy-events.jsonl")
     ap.add_argument("--node", type=int, default=-1, help="node id written in events")
+    ap.add_argument("--source", default=None,
+                    help="source address of upstream connections (DNAT placement excludes it)")
     a = ap.parse_args(argv)
     from nemeses.proxy.server import Proxy
     try:
-        asyncio.run(Proxy(a.listen, a.upstream, a.control_dir, a.events, a.node).serve())
+        asyncio.run(Proxy(a.listen, a.upstream, a.control_dir, a.events, a.node, source=a.source).serve())
     except OSError as e:
         print(f"proxy: cannot listen on {a.listen[0]}:{a.listen[1]}: {e.strerror or e}", file=sys.stderr)
         return 2

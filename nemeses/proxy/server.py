@@ -50,8 +50,8 @@ class Held:
 
 class Proxy:
     def __init__(self, listen: tuple[str, int], upstream: tuple[str, int], control_dir: Path,
-                 events: Path, node: int = -1):
-        self.listen, self.upstream = listen, upstream
+                 events: Path, node: int = -1, source: str | None = None):
+        self.listen, self.upstream, self.source = listen, upstream, source
         self.control_dir = control_dir
         self.control_dir.mkdir(parents=True, exist_ok=True)
         self.log = EventLog(events, node)
@@ -160,9 +160,13 @@ class Proxy:
                 self._release(h, f"max_hold_s {h.max_hold_s} reached")
 
     async def _ticker(self) -> None:
+        n = 0
         while True:
             self._read_control()
             self._check_holds()
+            n += 1
+            if n % 10 == 0:   # counts for whoever watches (twice a second)
+                self._write_status()
             await asyncio.sleep(0.05)
 
     # ---- responses -------------------------------------------------------------------
@@ -213,7 +217,8 @@ class Proxy:
 
     async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
         try:
-            ur, uw = await asyncio.open_connection(*self.upstream)
+            ur, uw = await asyncio.open_connection(*self.upstream,
+                                                   local_addr=(self.source, 0) if self.source else None)
         except OSError as e:
             self.log.emit("proxy_upstream_unreachable", upstream=list(self.upstream), error=str(e))
             cw.close()
