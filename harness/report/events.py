@@ -52,6 +52,12 @@ def pkey(topic: Any, partition: Any) -> str:
         return f"{topic}-{partition}"
 
 
+def pkey_order(key: str) -> tuple[str, int, str]:
+    """Sort ``topic-p`` keys naturally: faultline-2 before faultline-10."""
+    topic, _, p = str(key).rpartition("-")
+    return (topic, int(p), "") if p.isdigit() else (str(key), -1, "")
+
+
 def _is_leader(v: Any) -> bool:
     if v is None or isinstance(v, bool):
         return False
@@ -76,6 +82,8 @@ def clean(v: Any) -> Any:
         if math.isnan(v):
             return None
         return int(v) if v.is_integer() else v
+    if hasattr(v, "tolist") and getattr(v, "ndim", 0) > 0:  # a list cell from pyarrow
+        return [clean(x) for x in v.tolist()]
     if hasattr(v, "item") and not isinstance(v, (list, tuple, dict, str)):
         try:
             return clean(v.item())
@@ -317,7 +325,7 @@ def availability(series: dict[str, list[tuple[float, Any]]], end_t: float,
             rejected[k] = rejected.get(k, 0) + 1
         keys |= set(rejected)
     rows = []
-    for key in sorted(keys):
+    for key in sorted(keys, key=pkey_order):
         ivs = leader_intervals(series.get(key, []), end_t)
         down = [(a, b) for a, b, leader in ivs if leader is None]
         rows.append({

@@ -126,7 +126,7 @@ def build_suite(data: RunData) -> jp.JUnitXml:
 
 def write_junit(run_dir: str | Path) -> Path:
     """Write ``<run_dir>/junit.xml`` and return its path."""
-    data = load_run(run_dir)
+    data = load_run(run_dir, timeline=False)
     xml = build_suite(data)
     out = data.run_dir / "junit.xml"
     xml.write(str(out), pretty=True)

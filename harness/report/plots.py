@@ -22,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
 
 from harness.report.events import leader_intervals  # noqa: E402
 
@@ -29,6 +30,10 @@ MAX_POINTS = 1500
 MAX_PARTITION_ROWS = 24
 MAX_ANNOTATIONS = 12
 BUCKETS = 1200  # marker de-duplication resolution across the run
+#: above this many marks the dense layers are embedded as one bitmap inside the SVG: a
+#: nightly run's thousands of markers would otherwise be megabytes of <use> elements
+RASTER_ABOVE = 2500
+RASTER_DPI = 130
 
 FAULT_COLOURS = ["#f4a261", "#9ecae1", "#c7e9c0", "#dadaeb", "#fdd0a2", "#fcbba1", "#d9d9d9"]
 LEADER_CMAP = plt.get_cmap("tab10")
@@ -39,7 +44,7 @@ def _svg(fig: plt.Figure, salt: str) -> str:
     figures on one page never share a clip-path id."""
     buf = io.StringIO()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
-        fig.savefig(buf, format="svg", bbox_inches="tight")
+        fig.savefig(buf, format="svg", bbox_inches="tight", dpi=RASTER_DPI)
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg"):]
@@ -125,16 +130,19 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     ax = axes[-1]
     ypos = {k: n_rows - 1 - i for i, k in enumerate(rows)}
     leaders_seen: set[int] = set()
+    # one collection for all leader bars and one for all leaderless stretches: thousands of
+    # intervals in a long run would otherwise be thousands of artists (seconds each to lay out)
+    bars, colours_, gaps = [], [], []
     for key in rows:
         y = ypos[key]
         for a, b, leader in leader_intervals(intervals.get(key, []), end_t):
+            box = [(a, y - 0.18), (b, y - 0.18), (b, y + 0.18), (a, y + 0.18)]
             if leader is None:
-                ax.broken_barh([(a, b - a)], (y - 0.18, 0.36), facecolors="white",
-                               edgecolors="#555555", hatch="////", lw=0.4, zorder=2)
+                gaps.append(box)
             else:
                 leaders_seen.add(int(leader))
-                ax.broken_barh([(a, b - a)], (y - 0.18, 0.36), facecolors=LEADER_CMAP(int(leader) % 10),
-                               alpha=0.8, lw=0, zorder=2)
+                bars.append(box)
+                colours_.append(LEADER_CMAP(int(leader) % 10))
 
     def rows_of(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
@@ -143,34 +151,43 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         return pd.DataFrame({"t": d["t"].astype(float), "row": d["partition"].map(ypos)}).dropna()
 
     el = _dedupe(rows_of(elections), end_t)
-    if not el.empty:
-        ax.scatter(el["t"], el["row"] + 0.3, marker="v", s=22, color="black", zorder=4, label="leader election")
     ic = _dedupe(rows_of(isr), end_t)
-    if not ic.empty:
-        ax.scatter(ic["t"], ic["row"], marker="|", s=60, color="#264653", zorder=4, label="ISR change")
-    if not alters.empty:
-        acc = alters[alters["accepted"].astype(bool)]
-        rej = alters[~alters["accepted"].astype(bool)]
-        a = _dedupe(rows_of(acc), end_t)
-        if not a.empty:
-            ax.scatter(a["t"], a["row"] - 0.3, marker="o", s=14, facecolors="none", edgecolors="#2a9d8f",
-                       zorder=4, label="AlterPartition accepted")
-        r = rej[rej["partition"].isin(ypos)]
-        rd = _dedupe(rows_of(rej), end_t)
-        if not rd.empty:
-            ax.scatter(rd["t"], rd["row"] - 0.3, marker="X", s=36, color="#d62828", zorder=5,
-                       label="AlterPartition rejected")
-            for rec in r.head(MAX_ANNOTATIONS).itertuples():
-                ax.annotate(str(rec.error), (float(rec.t), ypos[rec.partition] - 0.3), fontsize=6.5,
-                            color="#d62828", xytext=(3, -7), textcoords="offset points", zorder=6)
+    acc = alters[alters["accepted"].astype(bool)] if not alters.empty else alters
+    rej = alters[~alters["accepted"].astype(bool)] if not alters.empty else alters
+    a = _dedupe(rows_of(acc), end_t)
+    rd = _dedupe(rows_of(rej), end_t)
     lw = _dedupe(rows_of(lost), end_t)
+    raster = len(bars) + len(gaps) + len(el) + len(ic) + len(a) + len(rd) + len(lw) > RASTER_ABOVE
+
+    if bars:
+        ax.add_collection(PolyCollection(bars, facecolors=colours_, alpha=0.8, linewidths=0, zorder=2,
+                                         rasterized=raster))
+    if gaps:
+        ax.add_collection(PolyCollection(gaps, facecolors="white", edgecolors="#555555", hatch="////",
+                                         linewidths=0.4, zorder=2, rasterized=raster))
+
+    if not el.empty:
+        ax.scatter(el["t"], el["row"] + 0.3, marker="v", s=22, color="black", zorder=4, label="leader election",
+                   rasterized=raster)
+    if not ic.empty:
+        ax.scatter(ic["t"], ic["row"], marker="|", s=60, color="#264653", zorder=4, label="ISR change",
+                   rasterized=raster)
+    if not a.empty:
+        ax.scatter(a["t"], a["row"] - 0.3, marker="o", s=14, facecolors="none", edgecolors="#2a9d8f",
+                   zorder=4, label="AlterPartition accepted", rasterized=raster)
+    if not rd.empty:
+        ax.scatter(rd["t"], rd["row"] - 0.3, marker="X", s=36, color="#d62828", zorder=5,
+                   label="AlterPartition rejected", rasterized=raster)
+        for rec in rej[rej["partition"].isin(ypos)].head(MAX_ANNOTATIONS).itertuples():
+            ax.annotate(str(rec.error), (float(rec.t), ypos[rec.partition] - 0.3), fontsize=6.5,
+                        color="#d62828", xytext=(3, -7), textcoords="offset points", zorder=6)
     if not lw.empty:
         sizes = 40 + 20 * (lw["n"].clip(upper=50) ** 0.5)
         ax.scatter(lw["t"], lw["row"], marker="*", s=sizes, color="#d00000", edgecolors="black",
-                   linewidths=0.4, zorder=7, label="lost write (at ack time)")
+                   linewidths=0.4, zorder=7, label="lost write (at ack time)", rasterized=raster)
         if has_tp:
             axes[0].scatter(lw["t"], [0] * len(lw), marker="*", s=40, color="#d00000", zorder=7,
-                            clip_on=False)
+                            clip_on=False, rasterized=raster)
     if ypos:
         ax.set_yticks(list(ypos.values()), list(ypos.keys()), fontsize=8)
     else:
@@ -185,7 +202,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     from matplotlib.patches import Patch
     handles += [Patch(facecolor=LEADER_CMAP(b % 10), alpha=0.8, label=f"leader broker {b}")
                 for b in sorted(leaders_seen)]
-    if any(leader is None for k in rows for _, _, leader in leader_intervals(intervals.get(k, []), end_t)):
+    if gaps:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no leader"))
     handles += [Patch(facecolor=colours[f], alpha=0.45, label=f"fault: {f}") for f in fault_names]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)

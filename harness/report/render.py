@@ -124,7 +124,7 @@ def build_context(data: RunData) -> dict[str, Any]:
     by_part = _lost_by_partition(data, lost)
     per_partition = [{"key": k, "count": n, "table": tables.to_html(lost[lost["partition"] == k].drop(columns=["partition"]),
                                                                       cls="data lost")}
-                     for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], kv[0]))]
+                     for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], ev.pkey_order(kv[0])))]
     lost_parquet = d / "anomalies" / "lost_write.parquet"
 
     # every lost write's ack time for the plot: only three columns of the full CSV
@@ -164,8 +164,8 @@ def build_context(data: RunData) -> dict[str, Any]:
             activity[k] = activity.get(k, 0) + n
     for k, n in by_part.items():
         activity[k] = activity.get(k, 0) + 1e9 + n
-    rows = sorted(activity, key=lambda k: (-activity[k], k))
-    shown_rows = sorted(rows[:plots.MAX_PARTITION_ROWS])
+    rows = sorted(activity, key=lambda k: (-activity[k], ev.pkey_order(k)))
+    shown_rows = sorted(rows[:plots.MAX_PARTITION_ROWS], key=ev.pkey_order)
     timeline = plots.timeline_svg(end_t=end_t, throughput=data.throughput, faults=data.faults,
                                   phases=data.phases, rows=shown_rows, intervals=series, elections=elections,
                                   isr=isr, alters=alters, lost=lost_pts,

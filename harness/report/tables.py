@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.events import pkey
+from harness.report.events import pkey, pkey_order
 
 #: column we show → names the checker may use for it
 LOST_ALIASES: dict[str, tuple[str, ...]] = {
@@ -120,7 +120,7 @@ def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.D
 def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame) -> pd.DataFrame:
     """Per partition: how many lost, and (from the rows shown) the offset and ack-time range."""
     rows = []
-    for key, n in sorted(by_partition.items(), key=lambda kv: (-kv[1], kv[0])):
+    for key, n in sorted(by_partition.items(), key=lambda kv: (-kv[1], pkey_order(kv[0]))):
         part = lost[lost["partition"] == key] if not lost.empty else lost
         offs = pd.to_numeric(part["offset"], errors="coerce") if len(part) else pd.Series(dtype=float)
         ts = pd.to_numeric(part["ack t (s)"], errors="coerce") if len(part) else pd.Series(dtype=float)
