@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import pickle
 import threading
 import time
@@ -40,6 +41,26 @@ class Control:
         self.error = _SPAWN.Array("c", ERROR_BYTES, lock=False)
         #: seconds the body may spend finishing (flush) after stop was requested
         self.finish_timeout = _SPAWN.Value("d", 10.0, lock=False)
+        self.parent_pid = os.getpid()
+        self._checked_parent = 0.0
+
+    def should_stop(self) -> bool:
+        """Stop requested, or the parent (the harness) is gone.
+
+        Why the parent check: a harness killed with SIGKILL cannot ask its spawned clients
+        to stop, and an orphaned producer would keep writing to the cluster and to a history
+        nobody will check. It notices within ~0.2 s, finishes its history and exits.
+        """
+        if self.stop.is_set():
+            return True
+        now = time.monotonic()
+        if now - self._checked_parent >= 0.2:
+            self._checked_parent = now
+            if os.getppid() != self.parent_pid:
+                self.stop.set()
+                self.finish_timeout.value = min(self.finish_timeout.value, 2.0)
+                return True
+        return False
 
     def set_error(self, message: str) -> None:
         raw = message.encode("utf-8", "replace")[: ERROR_BYTES - 1]

@@ -76,7 +76,7 @@ def _consumer_main(spec: ConsumerSpec, control: Control) -> None:
     try:
         consumer.assign([TopicPartition(spec.topic, p, OFFSET_BEGINNING) for p in spec.partitions])
         control.ready.set()
-        while not control.stop.is_set():
+        while not control.should_stop():
             for msg in consumer.consume(num_messages=500, timeout=0.1):
                 err = msg.error()
                 if err is not None:

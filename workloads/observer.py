@@ -88,7 +88,7 @@ class Observer:
     """Samples the partition metadata of one topic every ``interval`` s in a thread."""
 
     def __init__(self, bootstrap: str, topic: str, out_path: str | Path, now: Callable[[], float],
-                 interval: float = 0.25, request_timeout: float = 0.5):
+                 interval: float = 0.25, request_timeout: float = 1.0):
         self.topic, self.now, self.interval = topic, now, interval
         self.out_path = Path(out_path)
         self._timeout = request_timeout

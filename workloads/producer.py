@@ -142,13 +142,13 @@ class _ProducerLoop:
         return c[INVOKED] - c[OKS] - c[FAILS] - c[INFOS]
 
     def run(self) -> None:
-        stop, poll = self.control.stop, self.producer.poll
+        should_stop, poll = self.control.should_stop, self.producer.poll
         interval = 1.0 / self.spec.rate if self.spec.rate else 0.0
         next_at = time.monotonic()
         seq = 0
         self.control.ready.set()
         limit = self.spec.max_sends
-        while not stop.is_set():
+        while not should_stop():
             if limit is not None and seq >= limit:
                 poll(0.05)  # all sent: keep serving delivery reports until stop()
                 continue

@@ -95,3 +95,58 @@ def test_unpicklable_clock_is_refused_up_front(tmp_path):
         ProducerWorkload("producer-x", "127.0.0.1:1", "t", 1, tmp_path, lambda: 0.0)
     # thread mode accepts any callable
     ProducerWorkload("producer-x", "127.0.0.1:1", "t", 1, tmp_path, lambda: 0.0, mode="thread")
+
+
+PARENT = """
+import sys, time
+from harness.clock import RunClock
+from workloads.producer import ProducerWorkload
+if __name__ == "__main__":
+    w = ProducerWorkload("producer-o", sys.argv[1], "t", 1, sys.argv[2], RunClock().now, rate=200)
+    w.start()
+    print(w.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
+    """A harness killed with SIGKILL leaves no producer writing on as an orphan."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    repo = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, str(script), dead_bootstrap(), str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True, cwd=repo,
+                              env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        time.sleep(0.5)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"producer child {child} still running 10 s after its parent was SIGKILLed")
+        st = ReadStats()
+        recs = list(read_jsonl(tmp_path / "producer-o.jsonl", st))
+        assert recs and not st.torn_tail, "an orphaned producer must close its history cleanly"
+        kinds = Counter(r["type"] for r in recs)
+        # every send got an outcome: purged from the local queue, never sent (retries=0)
+        assert kinds["invoke"] == kinds["fail"] > 0 and kinds["ok"] == kinds["info"] == 0
+        assert {r["error"] for r in recs if r["type"] == "fail"} == {"_PURGE_QUEUE"}
+    finally:
+        for pid in (parent.pid, child):
+            try:
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
