@@ -182,6 +182,36 @@ def _winner_info(row: dict[str, Any]) -> str:
     return _fmt_info(info)
 
 
+def _broker_log_history(events: pd.DataFrame) -> dict[tuple[str, int], list[tuple[float, str]]]:
+    """Per (partition, broker): what its own log said at each recovery or truncation, in time
+    order — the fallback for "the winner's log" when the election event does not carry it."""
+    out: dict[tuple[str, int], list[tuple[float, str]]] = {}
+    for name in ("recovery", "truncation"):
+        df = _of(events, name)
+        if df.empty or "node" not in df.columns:
+            continue
+        for r in records(df):
+            if not _is_leader(r.get("node")):
+                continue
+            if name == "recovery":
+                text = f"LEO {r.get('log_end_offset')} after recovery ({r.get('reason') or 'restart'})"
+            else:
+                text = f"truncated {r.get('from_offset')}→{r.get('to_offset')} ({r.get('reason') or ''})"
+            out.setdefault((r["key"], int(r["node"])), []).append((float(r["t"]), text))
+    for v in out.values():
+        v.sort(key=lambda x: x[0])
+    return out
+
+
+def _last_known_log(hist: dict[tuple[str, int], list[tuple[float, str]]], key: str, broker: int,
+                    t: float) -> str:
+    known = [x for x in hist.get((key, broker), []) if x[0] <= t]
+    if not known:
+        return ""
+    at, text = known[-1]
+    return f"{text} at t={at:.3f}"
+
+
 # ---------------------------------------------------------------- tables
 
 def elections(events: pd.DataFrame) -> pd.DataFrame:
@@ -191,16 +221,20 @@ def elections(events: pd.DataFrame) -> pd.DataFrame:
             "recovery state", "winner local log", "candidates"]
     if df.empty:
         return pd.DataFrame(columns=cols)
+    last_log = _broker_log_history(events)
     rows = []
     for r in records(df):
         leader = r.get("leader")
+        winner = _winner_info(r)
+        if not winner and _is_leader(leader):
+            winner = _last_known_log(last_log, r["key"], int(leader), float(r["t"]))
         rows.append({
             "t": round(float(r["t"]), 3), "partition": r["key"], "reason": r.get("reason") or "",
             "leader": int(leader) if _is_leader(leader) else "none",
             "leader_epoch": r.get("leader_epoch"), "partition_epoch": r.get("partition_epoch"),
             "isr": _fmt_list(r.get("isr")), "elr": _fmt_list(r.get("elr")),
             "recovery state": _fmt_list(r.get("leader_recovery_state")),
-            "winner local log": _winner_info(r), "candidates": _fmt_candidates(r.get("candidates")),
+            "winner local log": winner, "candidates": _fmt_candidates(r.get("candidates")),
         })
     return pd.DataFrame(rows, columns=cols)
 
@@ -222,7 +256,7 @@ def isr_changes(events: pd.DataFrame) -> pd.DataFrame:
 def alter_partitions(events: pd.DataFrame) -> pd.DataFrame:
     """AlterPartition requests as the controller answered them (accepted or the error)."""
     df = _of(events, "alter_partition")
-    cols = ["t", "partition", "leader", "new_isr", "broker_epochs", "partition_epoch", "version",
+    cols = ["t", "source", "partition", "leader", "new_isr", "broker_epochs", "partition_epoch", "version",
             "accepted", "error"]
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -232,8 +266,8 @@ def alter_partitions(events: pd.DataFrame) -> pd.DataFrame:
     codes = _col(df, "error_code")
     err = [f"{e} ({int(c)})" if e and c is not None and c == c else e for e, c in zip(err, codes)]
     out = pd.DataFrame({
-        "t": df["t"].astype(float).round(3), "partition": df["key"], "leader": _col(df, "leader"),
-        "new_isr": _col(df, "new_isr").map(_fmt_list),
+        "t": df["t"].astype(float).round(3), "source": _col(df, "host"), "partition": df["key"],
+        "leader": _col(df, "leader"), "new_isr": _col(df, "new_isr").map(_fmt_list),
         "broker_epochs": _col(df, "broker_epochs").map(
             lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else _fmt_list(v)),
         "partition_epoch": _col(df, "partition_epoch"), "version": _col(df, "version"),

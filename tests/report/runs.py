@@ -176,6 +176,8 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
            reason="leader_epoch"),
         ev(21.0, 2, "broker", "recovery", topic=TOPIC, partition=1, recovery_point=0, log_end_offset=0,
            truncated_bytes=0, reason="disk_wiped"),
+        ev(21.0, 2, "broker", "recovery", topic=TOPIC, partition=2, recovery_point=0, log_end_offset=0,
+           truncated_bytes=0, reason="disk_wiped"),
     ])
     _jsonl(d / "proxy-events.jsonl", [
         ev(18.5, -1, "proxy", "alter_partition_held", topic=TOPIC, partition=1, delay_s=3.2),

@@ -63,6 +63,11 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     # seed 004: the winner's and candidates' local log in the election table
     elections = page.inner_text("#election-table")
     assert "unclean" in elections and "local log bytes 185.5 KiB" in elections
+    rows = {(r[0], r[1]): r for r in _table(page, "#election-table")}
+    # faultline-1's event carries the winner's log; faultline-2's winner is known from its own
+    # broker's recovery event: the wiped, empty broker 2 won (seed 000's race)
+    assert rows[("32.3", f"{TOPIC}-1")][9] == "log start 0, LEO 0, local log bytes 0 B"
+    assert rows[("32.3", f"{TOPIC}-2")][9] == "LEO 0 after recovery (disk_wiped) at t=21.000"
     assert page.inner_text("#rerun-command") == (
         "faultline run campaigns/kip903-wipe-race.yaml --seed 7 --set target.kip903.enabled=false")
     # other anomalies: counted, with their evidence linked
