@@ -1,0 +1,191 @@
+"""Create and remove the containers a Docker inventory describes (``faultline docker up|down``).
+
+Why containers are "hosts", not services: the run loop, the nemeses and the heal ledger
+treat every target the same way — a host reached through a transport, on which the
+broker is started from the inventory's ``kafka_service.command`` and tracked by its pid
+file. So a container here idles under an init (``sleep infinity`` under docker-init,
+reaping like a real init) on a user-defined bridge network with the IP its
+``kafka_listeners`` names, holds its data on a named volume (which survives a container
+restart, like a disk survives a reboot), and gets its kraftsim ``server.properties``
+written from the inventory's facts. Killing the container is a power cut; restarting it
+is a reboot after which the run loop starts the broker again — as on a lab host.
+
+Containers get ``NET_ADMIN`` so the partition/link nemeses' ``iptables``/``tc`` commands,
+run through ``docker exec``, act on the container's own network namespace (the
+alternative, ``DockerTransport.net_exec`` via nsenter from the host, needs no capability;
+see docs/targets.md).
+
+Docker-only settings are plain inventory vars listed in ``faultline_ignore_vars`` (the
+inventory loader's escape hatch for lab vars): ``docker_network``, ``docker_subnet``,
+``docker_image``, ``docker_kraftsim_settings``, ``docker_data_mount`` (where each
+container's named data volume is mounted; its data dirs and event log belong under it).
+"""
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+
+from harness.docker_image import IMAGE_TAG
+from harness.inventory import HostSpec, Inventory
+from harness.transport.base import CommandFailed, TransportError
+from harness.transport.docker import DockerTransport, engine
+
+CLUSTER_LABEL = "org.faultline.cluster"
+DEFAULT_NETWORK = "faultline"
+DEFAULT_SUBNET = "10.250.3.0/24"
+DEFAULT_CONFIG = "/etc/kraftsim/server.properties"
+
+
+class DockerClusterError(RuntimeError):
+    """One line saying which host/var is wrong or what the engine refused."""
+
+
+@dataclass
+class DockerPlan:
+    network: str
+    subnet: str
+    image: str
+    settings: dict[str, Any]
+    data_mount: str = "/var/lib/kraftsim"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def plan_of(inv: Inventory, extra_labels: dict[str, str] | None = None) -> DockerPlan:
+    v = inv.vars
+    subnet = str(v.get("docker_subnet", DEFAULT_SUBNET))
+    net = ipaddress.ip_network(subnet, strict=False)
+    if not net.subnet_of(ipaddress.ip_network("10.250.0.0/16")):
+        raise DockerClusterError(f"{inv.path}: all.vars.docker_subnet: {subnet} is outside 10.250.0.0/16; "
+                                 f"faultline only creates networks there")
+    settings = v.get("docker_kraftsim_settings") or {}
+    if not isinstance(settings, dict):
+        raise DockerClusterError(f"{inv.path}: all.vars.docker_kraftsim_settings: a mapping of kraftsim keys is wanted")
+    name = str(v.get("docker_network", DEFAULT_NETWORK))
+    mount = str(v.get("docker_data_mount", "/var/lib/kraftsim"))
+    if not mount.startswith("/") or mount.rstrip("/") == "":
+        raise DockerClusterError(f"{inv.path}: all.vars.docker_data_mount: an absolute directory is wanted, got {mount!r}")
+    return DockerPlan(name, subnet, str(v.get("docker_image", IMAGE_TAG)), dict(settings), mount,
+                      {CLUSTER_LABEL: name, **(extra_labels or {})})
+
+
+def _hostport(listeners: str | None) -> tuple[str, int]:
+    first = (listeners or "").split(",")[0]
+    host, _, port = first.split("://", 1)[-1].rpartition(":")
+    return host, int(port)
+
+
+def config_path(spec: HostSpec) -> str:
+    cmd = spec.service.command if spec.service and spec.service.command else ""
+    m = re.search(r"--config[= ](\S+)", cmd)
+    return shlex.split(m.group(1))[0] if m else DEFAULT_CONFIG
+
+
+def kraftsim_properties(inv: Inventory, spec: HostSpec, settings: dict[str, Any]) -> str:
+    """kraftsim's server.properties for one host, from the inventory's Kafka facts."""
+    ctl = inv.controllers[0] if inv.controllers else None
+    props: dict[str, Any] = {"node.id": spec.node_id, "process.roles": spec.role, "listeners": spec.listeners}
+    if spec.role == "broker":
+        if ctl is None:
+            raise DockerClusterError(f"{inv.path}: all.children.controllers: a kraftsim cluster needs a controller host")
+        h, p = _hostport(ctl.listeners)
+        props["controller.quorum.bootstrap.servers"] = f"{h}:{p}"
+        props["log.dirs"] = ",".join(spec.data_dirs) or "/var/lib/kraftsim/data"
+    else:
+        props["metadata.log.dir"] = (spec.data_dirs or ["/var/lib/kraftsim/metadata"])[0]
+    if spec.event_log:
+        props["event.log"] = spec.event_log
+    if inv.cluster_id:
+        props["cluster.id"] = inv.cluster_id
+    for k, val in settings.items():
+        props[k] = str(val).lower() if isinstance(val, bool) else val
+    return "".join(f"{k}={val}\n" for k, val in props.items())
+
+
+def up(inv: Inventory, *, client: docker.DockerClient | None = None,
+       extra_labels: dict[str, str] | None = None) -> dict[str, DockerTransport]:
+    """Create the network, volumes and idle host containers; write each kraftsim config."""
+    if inv.transport != "docker":
+        raise DockerClusterError(f"{inv.path}: all.vars.faultline_transport: docker is wanted for `faultline docker up`")
+    c = engine(client)
+    plan = plan_of(inv, extra_labels)
+    try:
+        c.images.get(plan.image)
+    except docker.errors.ImageNotFound:
+        raise DockerClusterError(f"image {plan.image} not found: build it with `faultline docker build-image`") from None
+    net = ipaddress.ip_network(plan.subnet, strict=False)
+    for spec in inv.hosts.values():
+        ip = _hostport(spec.listeners)[0]
+        try:
+            if ipaddress.ip_address(ip) not in net:
+                raise DockerClusterError(f"{spec.name}: kafka_listeners address {ip} is not in docker_subnet {plan.subnet}")
+        except ValueError:
+            raise DockerClusterError(f"{spec.name}: kafka_listeners must name an IP address in {plan.subnet}, got {ip!r}") from None
+    down(inv, client=c)
+    gateway = str(next(net.hosts()))
+    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=plan.subnet, gateway=gateway)])
+    try:
+        # internal: no route off the test subnet, so nothing here can send traffic elsewhere
+        c.networks.create(plan.network, driver="bridge", ipam=ipam, internal=True, labels=plan.labels)
+    except docker.errors.APIError as e:
+        raise DockerClusterError(f"cannot create network {plan.network} on {plan.subnet}: "
+                                 f"{(e.explanation or str(e)).splitlines()[0]}") from None
+    out: dict[str, DockerTransport] = {}
+    try:
+        for spec in inv.hosts.values():
+            assert spec.container
+            ip = _hostport(spec.listeners)[0]
+            vol = f"{spec.container}-data"
+            c.volumes.create(vol, labels=plan.labels)
+            ct = c.containers.create(
+                plan.image, name=spec.container, hostname=spec.name, init=True, detach=True,
+                labels={**plan.labels, "org.faultline.host": spec.name},
+                cap_add=["NET_ADMIN"], volumes={vol: {"bind": plan.data_mount, "mode": "rw"}},
+                network=plan.network,
+                networking_config={plan.network: c.api.create_endpoint_config(ipv4_address=ip)})
+            ct.start()
+            t = DockerTransport(spec.name, spec.container, docker_client=c)
+            cfg = config_path(spec)
+            t.run(["mkdir", "-p", posixpath.dirname(cfg)], sudo=True, check=True)
+            t.write_text(cfg, kraftsim_properties(inv, spec, plan.settings), sudo=True)
+            out[spec.name] = t
+    except (docker.errors.APIError, TransportError, CommandFailed) as e:
+        down(inv, client=c)
+        msg = e.explanation if isinstance(e, docker.errors.APIError) and e.explanation else str(e)
+        raise DockerClusterError(f"docker up failed: {str(msg).splitlines()[0]}") from None
+    return out
+
+
+def down(inv: Inventory, *, client: docker.DockerClient | None = None) -> int:
+    """Remove the inventory's containers, their data volumes and the network; returns count."""
+    c = engine(client)
+    plan = plan_of(inv)
+    n = 0
+    names = {s.container for s in inv.hosts.values() if s.container}
+    for ct in c.containers.list(all=True, filters={"label": f"{CLUSTER_LABEL}={plan.network}"}):
+        names.add(ct.name)
+    for name in names:
+        try:
+            c.containers.get(name).remove(force=True, v=True)
+            n += 1
+        except docker.errors.NotFound:
+            pass
+    for name in names:
+        try:
+            c.volumes.get(f"{name}-data").remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    for netw in c.networks.list(names=[plan.network]):
+        if netw.name == plan.network:
+            try:
+                netw.remove()
+            except docker.errors.APIError:
+                pass
+    return n
