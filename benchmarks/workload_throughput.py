@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--idempotence", action="store_true")
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--mock", action="store_true", help="librdkafka's mock cluster per producer")
+    ap.add_argument("--mode", choices=("process", "thread"), default="process",
+                    help="each producer in a spawned process (default) or a thread of this one")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
@@ -84,7 +86,7 @@ def main() -> int:
         clock = RunClock()
         hist = work / "history"
         producers = [ProducerWorkload(f"producer-{i}", bootstrap, topic, args.partitions, hist, clock.now,
-                                      rate=args.rate, idempotence=args.idempotence, extra_config=extra)
+                                      rate=args.rate, idempotence=args.idempotence, extra_config=extra, mode=args.mode)
                      for i in range(args.producers)]
         for p in producers:
             p.start()
@@ -109,7 +111,7 @@ def main() -> int:
         latencies.sort()
         target = "librdkafka mock cluster" if args.mock else "kraftsim 3 brokers" if cluster else bootstrap
         print(f"target          {target}")
-        print(f"producers       {args.producers} (process each), partitions {args.partitions}, "
+        print(f"producers       {args.producers} ({args.mode} each), partitions {args.partitions}, "
               f"acks=all, idempotence={args.idempotence}, rate={args.rate or 'max'}")
         print(f"window          {elapsed:.1f} s")
         print(f"invoked/s       {invoked / elapsed:,.0f}")

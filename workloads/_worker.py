@@ -41,7 +41,8 @@ class Control:
         self.error = _SPAWN.Array("c", ERROR_BYTES, lock=False)
         #: seconds the body may spend finishing (flush) after stop was requested
         self.finish_timeout = _SPAWN.Value("d", 10.0, lock=False)
-        self.parent_pid = os.getpid()
+        #: the harness's pid, watched from a child process (None in thread mode)
+        self.parent_pid: int | None = os.getpid() if use_process else None
         self._checked_parent = 0.0
 
     def should_stop(self) -> bool:
@@ -54,7 +55,7 @@ class Control:
         if self.stop.is_set():
             return True
         now = time.monotonic()
-        if now - self._checked_parent >= 0.2:
+        if self.parent_pid is not None and now - self._checked_parent >= 0.2:
             self._checked_parent = now
             if os.getppid() != self.parent_pid:
                 self.stop.set()

@@ -33,10 +33,11 @@ def workloads_to_stop():
             os.kill(w.pid, signal.SIGKILL)
 
 
-def test_unreachable_broker_gives_info_for_every_send(tmp_path, workloads_to_stop):
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_unreachable_broker_gives_info_for_every_send(tmp_path, workloads_to_stop, mode):
     clock = RunClock()
     w = ProducerWorkload("producer-0", dead_bootstrap(), "t", 3, tmp_path, clock.now, rate=400,
-                         extra_config={"message.timeout.ms": 500})
+                         extra_config={"message.timeout.ms": 500}, mode=mode)
     workloads_to_stop.append(w)
     w.start()
     time.sleep(0.6)
