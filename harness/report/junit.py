@@ -4,12 +4,15 @@ Why JUnit: Jenkins, GitLab and GitHub Actions all read it, so a nightly loss sho
 failed test with the lost-write summary as its message, next to the run's own tests. Built
 with junitparser (the schema Jenkins reads), not by hand.
 
-Expectations: a campaign states ``expect: no-loss | loss`` (docs/campaigns.md). That is
-the headline case, ``lost acknowledged writes``: it fails exactly when the verdict is not
-as expected (loss where none was expected, or a known-bad control that did not reproduce
-its loss). When the checker lists finer ``expectations`` in verdict.json (each with a name
-and whether it held), each becomes its own case instead. A run without a verdict is an
-*error* case: the run produced no answer, which is neither pass nor an expected failure.
+Expectations: a campaign states ``expect: no-loss | loss`` (docs/campaigns.md), and the
+checker's ``as_expected`` (checkers/verdict.py) reads it as: *loss* — the known-bad control
+lost acknowledged writes; *no-loss* — no lost write **and** a valid history. So a ``loss``
+campaign has one case (``lost acknowledged writes: expect loss``) and a ``no-loss`` campaign
+two (``lost acknowledged writes: expect no-loss``; ``history valid: …`` failing with the
+anomalies in ``invalid_because``). Some case fails exactly when the verdict is not as
+expected. When verdict.json lists ``expectations`` (each with a name and whether it held),
+each becomes its own case instead. A run without a verdict is an *error* case: the run
+produced no answer, which is neither a pass nor an expected failure.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import junitparser as jp
+import pandas as pd
 
 from harness.report.inputs import RunData, load_run, read_evidence
 from harness.report.render import expectation
@@ -46,7 +50,6 @@ def lost_write_summary(data: RunData, limit: int = MAX_LOST_IN_SUMMARY) -> str:
             f"{k}={n}" for k, n in sorted(by_part.items(), key=lambda kv: (-int(kv[1]), kv[0])) if int(n)))
     head, _ = read_evidence(data.run_dir, "lost_write", limit)
     if head is None or head.empty:
-        import pandas as pd
         head = pd.DataFrame((v.get("examples") or {}).get("lost_write") or [])
     if not head.empty:
         t = lost_writes_table(head, v)
@@ -58,9 +61,7 @@ def lost_write_summary(data: RunData, limit: int = MAX_LOST_IN_SUMMARY) -> str:
         total = (v.get("counts") or {}).get("lost_write", len(t))
         if total > len(t.head(limit)):
             lines.append(f"  ... {total - len(t.head(limit))} more in anomalies/lost_write.csv")
-    if data.run.get("command"):
-        lines.append(f"re-run: {data.run['command']}")
-    return "\n".join(lines)
+    return "\n".join(lines) + _rerun(data)
 
 
 def expectations(data: RunData) -> list[Expectation]:
@@ -77,22 +78,48 @@ def expectations(data: RunData) -> list[Expectation]:
             out.append(Expectation(str(e["name"]), None if ok is None else bool(ok), msg, details))
         return out
     exp = expectation(data)
-    lost, want = exp["lost"], exp["expect"]
-    found = f"{lost} lost acknowledged write{'s' if lost != 1 else ''} of {exp['acked'] if exp['acked'] is not None else '?'} acknowledged"
-    if want is None:
-        return [Expectation("lost acknowledged writes", exp["as_expected"],
-                            f"campaign states no expectation; {found}",
-                            lost_write_summary(data) if lost else "")]
-    ok = exp["as_expected"]
+    lost, want = exp["lost"], exp["expect"] or "no-loss"
+    found = f"{lost} lost acknowledged write{'s' if lost != 1 else ''} of " \
+            f"{exp['acked'] if exp['acked'] is not None else '?'} acknowledged"
     name = f"lost acknowledged writes: expect {want}"
-    if ok:
-        return [Expectation(name, True, f"expected {want}; {found}")]
-    if want == "no-loss":
-        return [Expectation(name, False, f"UNEXPECTED LOSS: expected no-loss; {found}", lost_write_summary(data))]
-    return [Expectation(name, False,
-                        f"EXPECTED LOSS NOT REPRODUCED: campaign expects loss; {found}",
-                        "the known-bad control did not lose writes: the fault did not bite or the "
-                        "checker missed it" + (f"\nre-run: {data.run['command']}" if data.run.get("command") else ""))]
+    if want == "loss":
+        # a known-bad control: it passes when it reproduces the loss, whatever else broke
+        if lost:
+            return [Expectation(name, True, f"expected loss; {found}")]
+        return [Expectation(name, False, f"EXPECTED LOSS NOT REPRODUCED: campaign expects loss; {found}",
+                            "the known-bad control did not lose writes: the fault did not bite or the "
+                            "checker missed it" + _rerun(data))]
+    out = [Expectation(name, True, f"expected no-loss; {found}") if lost == 0 else
+           Expectation(name, False, f"UNEXPECTED LOSS: expected no-loss; {found}", lost_write_summary(data))]
+    # no-loss also promises a valid history: the checker's as_expected is "valid and no loss"
+    others = [a for a in exp["invalid_because"] if a != "lost_write"]
+    if exp["valid"] is False and not exp["invalid_because"]:
+        others = ["(the checker gave no reason)"]
+    counts = exp["counts"]
+    if others:
+        listed = ", ".join(f"{a}={counts.get(a, '?')}" for a in others)
+        out.append(Expectation("history valid: no other anomaly breaks a Kafka promise", False,
+                               f"UNEXPECTED ANOMALIES: {listed}", _examples(data, others) + _rerun(data)))
+    else:
+        out.append(Expectation("history valid: no other anomaly breaks a Kafka promise", True,
+                               "no anomaly besides lost writes invalidates the history"))
+    return out
+
+
+def _rerun(data: RunData) -> str:
+    return f"\nre-run: {data.run['command']}" if data.run.get("command") else ""
+
+
+def _examples(data: RunData, names: list[str], per: int = 5) -> str:
+    examples = (data.verdict or {}).get("examples") or {}
+    lines = []
+    for a in names:
+        rows = examples.get(a) or []
+        lines.append(f"{a}: {(data.verdict or {}).get('counts', {}).get(a, '?')}"
+                     + (f" (evidence: anomalies/{a}.csv)" if (data.run_dir / "anomalies" / f"{a}.csv").is_file() else ""))
+        for r in rows[:per]:
+            lines.append("  " + json.dumps(r, separators=(",", ":"), default=str))
+    return "\n".join(lines)
 
 
 def build_suite(data: RunData) -> jp.JUnitXml:
@@ -105,7 +132,12 @@ def build_suite(data: RunData) -> jp.JUnitXml:
     for k, val in sorted((run.get("switches") or {}).items()):
         suite.add_property(f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val)
     duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0
-    for e in expectations(data):
+    cases = expectations(data)
+    if (data.verdict or {}).get("as_expected") is False and not any(e.ok is False for e in cases):
+        # never let CI pass a run the checker itself called unexpected
+        cases.append(Expectation("verdict as expected", False, "the checker's verdict says as_expected=false",
+                                 json.dumps((data.verdict or {}).get("counts"), sort_keys=True)))
+    for e in cases:
         case = jp.TestCase(e.name, classname=f"faultline.{campaign}", time=float(duration))
         if e.ok is False:
             failure = jp.Failure(e.message, type_="UnexpectedVerdict")

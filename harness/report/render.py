@@ -62,7 +62,8 @@ def expectation(data: RunData) -> dict[str, Any]:
     if as_expected is None and lost is not None and expect in ("no-loss", "loss"):
         as_expected = (lost == 0) == (expect == "no-loss")
     return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
-            "acked": v.get("acked_writes")}
+            "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
+            "counts": counts}
 
 
 def _lost_by_partition(data: RunData, lost_head: pd.DataFrame) -> dict[str, int]:
@@ -97,7 +98,7 @@ def _anomaly_sections(data: RunData) -> list[dict[str, Any]]:
                     "informational": name in INFORMATIONAL,
                     "table": tables.to_html(head.head(TOP_N)) if n else "",
                     "shown": min(len(head), TOP_N), "csv": tables.rel(path, data.run_dir),
-                    "parquet": tables.rel(parquet, data.run_dir) if parquet.is_file() else None})
+                    "parquet": tables.rel(parquet, data.run_dir) if parquet.exists() else None})
     out.sort(key=lambda s: (s["count"] == 0, s["informational"]))
     return out
 
@@ -189,10 +190,10 @@ def build_context(data: RunData) -> dict[str, Any]:
         "command": run.get("command"), "campaign_path": run.get("campaign_path"),
         "notes": data.notes,
         "timeline": timeline, "lost_bars": lost_bars,
-        "lost_summary": tables.to_html(tables.lost_summary(by_part, lost), table_id="lost-summary"),
+        "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),
         "lost_csv": tables.rel(lost_csv, d),
-        "lost_parquet": tables.rel(lost_parquet, d) if lost_parquet.is_file() else None,
+        "lost_parquet": tables.rel(lost_parquet, d) if lost_parquet.exists() else None,
         "anomalies": _anomaly_sections(data),
         "availability": tables.to_html(avail[(avail.drop(columns=["partition"]) != 0).any(axis=1)]
                                        if not avail.empty else avail, table_id="availability"),

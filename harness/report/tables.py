@@ -51,8 +51,9 @@ def _summary_text(s: Any) -> str:
     if isinstance(s, str):
         return s
     if isinstance(s, dict):
-        if isinstance(s.get("summary"), str):
-            return s["summary"]
+        for key in ("attribution", "summary"):  # the checker's own one-line summary
+            if isinstance(s.get(key), str) and s[key]:
+                return s[key]
         parts = []
         for k, v in s.items():
             if k in _ID_KEYS or v in (None, [], {}, ""):
@@ -117,8 +118,11 @@ def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.D
     return out.sort_values(["partition", "offset"], kind="stable").reset_index(drop=True)
 
 
-def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame) -> pd.DataFrame:
-    """Per partition: how many lost, and (from the rows shown) the offset and ack-time range."""
+def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame,
+                 per_partition: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per partition: how many lost, and (from the rows shown) the offset and ack-time range;
+    with the checker's ``aggregates/lost_by_partition.csv``, also how many were acknowledged
+    and how many were still unseen at the end."""
     rows = []
     for key, n in sorted(by_partition.items(), key=lambda kv: (-kv[1], pkey_order(kv[0]))):
         part = lost[lost["partition"] == key] if not lost.empty else lost
@@ -133,6 +137,13 @@ def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame) -> pd.DataFra
     df = pd.DataFrame(rows, columns=cols)
     for c in ("lowest offset", "highest offset"):
         df[c] = df[c].astype("Int64")
+    if per_partition is not None and not df.empty and {"topic", "partition"} <= set(per_partition.columns):
+        extra = pd.DataFrame({"partition": [pkey(t, p) for t, p in zip(per_partition["topic"], per_partition["partition"])]})
+        for src, name in (("acked", "acked writes"), ("unseen_at_end", "unseen at end")):
+            if src in per_partition.columns:
+                extra[name] = pd.to_numeric(per_partition[src], errors="coerce").astype("Int64").values
+        if len(extra.columns) > 1:
+            df = df.merge(extra, on="partition", how="left")
     return df
 
 

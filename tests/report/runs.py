@@ -69,6 +69,8 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
     lost = 3
     verdict = {
         "valid": False, "acked_writes": 10_440, "expected": expect, "as_expected": expect == "loss",
+        "invalid_because": ["lost_write", "inconsistent_offset", "realtime_offset_regression"],
+        "history_records": 48_113,
         "counts": {"lost_write": lost, "unseen_at_end": 0, "inconsistent_offset": 2, "duplicate": 0,
                    "offset_mismatch": 0, "nonmonotonic_send": 0, "send_skip": 0,
                    "realtime_offset_regression": 1, "nonmonotonic_poll": 0, "poll_skip": 0,
@@ -79,8 +81,11 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
                                                      "value": "producer-1-1300", "invoke_t": 31.2,
                                                      "prior_offset": 1460}]},
         "lost_writes_by_partition": {f"{TOPIC}-1": 2, f"{TOPIC}-2": 1},
-        "attribution": [{"topic": TOPIC, "partition": p, "offset": o, "value": v, "summary": a}
-                        for p, o, v, _, _, a in LOST],
+        # as checkers/verdict.py writes it: identity, window, per-category arrays, one-line summary
+        "attribution": [{"topic": TOPIC, "partition": p, "offset": o, "value": v, "process": pr, "ack_t": t,
+                         "miss_t": 52.0, "lost_because": "drain_end", "faults": [a.split(" | ")[0]],
+                         "elections": [], "attribution": a}
+                        for p, o, v, pr, t, a in LOST],
     }
     (d / "verdict.json").write_text(json.dumps(verdict, indent=1))
     (d / "anomalies").mkdir()
@@ -93,8 +98,10 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
                  ).to_csv(d / "anomalies" / "inconsistent_offset.csv", index=False)
     (d / "aggregates").mkdir()
     _throughput(int(duration), (20, 27)).to_csv(d / "aggregates" / "throughput.csv", index=False)
-    pd.DataFrame([{"topic": TOPIC, "partition": 1, "lost_write": 2},
-                  {"topic": TOPIC, "partition": 2, "lost_write": 1}]
+    # the checker's shape (checkers/aggregates.py): every partition, lost or not
+    pd.DataFrame([{"topic": TOPIC, "partition": p, "acked": a, "max_acked_offset": m, "max_read_offset": m,
+                   "drain_end": m + 1, "lost": n, "unseen_at_end": 0}
+                  for p, a, m, n in ((0, 3480, 3479, 0), (1, 3470, 1460, 2), (2, 3490, 1310, 1))]
                  ).to_csv(d / "aggregates" / "lost_by_partition.csv", index=False)
     _jsonl(d / "timeline.jsonl", [
         {"v": 1, "t": 0.0, "kind": "phase", "phase": "setup", "detail": {}},
@@ -195,6 +202,7 @@ def make_clean_run(root: Path, *, expect: str = "no-loss", run_id: str = "202611
     run["wall_at_t0"] = run["started_wall"] = wall0
     (d / "run.json").write_text(json.dumps(run, indent=1))
     verdict = {"valid": True, "acked_writes": 7_100, "expected": expect, "as_expected": expect == "no-loss",
+               "invalid_because": [], "history_records": 29_004,
                "counts": {"lost_write": 0, "unseen_at_end": 0, "inconsistent_offset": 0, "duplicate": 0,
                           "offset_mismatch": 0, "nonmonotonic_send": 0, "send_skip": 0,
                           "realtime_offset_regression": 0, "nonmonotonic_poll": 0, "poll_skip": 0,

@@ -26,35 +26,72 @@ def _cases(path: Path) -> list[tuple[str, str, jp.TestCase]]:
     return out
 
 
-@pytest.mark.parametrize("make, expect, outcome", [
-    (make_loss_run, "no-loss", "failure"),   # unexpected loss
-    (make_loss_run, "loss", "pass"),         # the known-bad control reproduced its loss
-    (make_clean_run, "no-loss", "pass"),
-    (make_clean_run, "loss", "failure"),     # the known-bad control did NOT reproduce: unexpected too
+LOST = "lost acknowledged writes: expect {}"
+VALID = "history valid: no other anomaly breaks a Kafka promise"
+
+
+@pytest.mark.parametrize("make, expect, outcomes", [
+    # unexpected loss, and the history is invalid for other reasons too
+    (make_loss_run, "no-loss", [(LOST.format("no-loss"), "failure"), (VALID, "failure")]),
+    # the known-bad control reproduced its loss: that is all a loss campaign asks
+    (make_loss_run, "loss", [(LOST.format("loss"), "pass")]),
+    (make_clean_run, "no-loss", [(LOST.format("no-loss"), "pass"), (VALID, "pass")]),
+    # the known-bad control did NOT reproduce: unexpected too
+    (make_clean_run, "loss", [(LOST.format("loss"), "failure")]),
 ])
 def test_one_case_per_expectation_failing_only_when_unexpected(tmp_path: Path, make, expect: str,
-                                                                outcome: str) -> None:
+                                                                outcomes: list) -> None:
     run = make(tmp_path, expect=expect)
     cases = _cases(write_junit(run))
-    assert [(n, o) for n, o, _ in cases] == [(f"lost acknowledged writes: expect {expect}", outcome)]
-    case = cases[0][2]
-    if outcome == "failure":
-        failure = case.result[0]
-        assert failure.type == "UnexpectedVerdict"
-        if make is make_loss_run:
-            assert failure.message.startswith("UNEXPECTED LOSS: expected no-loss; 3 lost acknowledged writes")
-            # the lost-write summary: per partition, each write with its attribution, and the re-run line
-            assert "lost writes by partition: faultline-1=2, faultline-2=1" in failure.text
-            assert "faultline-2 offset 877 value producer-0-1193 acked t=21.731 by producer-0" in failure.text
-            assert "wipe[broker-2]" in failure.text
-            assert "re-run: faultline run campaigns/kip903-wipe-race.yaml --seed 7" in failure.text
-        else:
-            assert failure.message.startswith("EXPECTED LOSS NOT REPRODUCED")
+    assert [(n, o) for n, o, _ in cases] == outcomes
+    # some case fails exactly when the checker's verdict is not as expected
+    as_expected = json.loads((run / "verdict.json").read_text())["as_expected"]
+    assert any(o == "failure" for _, o, _ in cases) == (not as_expected)
+    failures = {n: c.result[0] for n, o, c in cases if o == "failure"}
+    for f in failures.values():
+        assert f.type == "UnexpectedVerdict"
+    if make is make_loss_run and expect == "no-loss":
+        f = failures[LOST.format("no-loss")]
+        assert f.message.startswith("UNEXPECTED LOSS: expected no-loss; 3 lost acknowledged writes of 10440")
+        # the lost-write summary: per partition, each write with its attribution, and the re-run line
+        assert "lost writes by partition: faultline-1=2, faultline-2=1" in f.text
+        assert "faultline-2 offset 877 value producer-0-1193 acked t=21.731 by producer-0" in f.text
+        assert "wipe[broker-2]" in f.text
+        assert "re-run: faultline run campaigns/kip903-wipe-race.yaml --seed 7" in f.text
+        v = failures[VALID]
+        assert v.message == "UNEXPECTED ANOMALIES: inconsistent_offset=2, realtime_offset_regression=1"
+        assert "realtime_offset_regression: 1" in v.text and '"prior_offset":1460' in v.text
+    if make is make_clean_run and expect == "loss":
+        assert failures[LOST.format("loss")].message.startswith("EXPECTED LOSS NOT REPRODUCED")
     xml = jp.JUnitXml.fromfile(str(run / "junit.xml"))
     suite = next(iter(xml))
-    assert (suite.tests, suite.failures, suite.errors) == (1, int(outcome == "failure"), 0)
+    assert (suite.tests, suite.failures, suite.errors) == (len(outcomes), len(failures), 0)
     props = {p.name: p.value for p in suite.properties()}
     assert props["expect"] == expect and props["switch.kip903.enabled"] in ("false", "true")
+
+
+def test_no_loss_but_invalid_history_fails_only_the_validity_case(tmp_path: Path) -> None:
+    run = make_clean_run(tmp_path)
+    v = json.loads((run / "verdict.json").read_text())
+    v["counts"]["duplicate"] = 4
+    v.update(valid=False, as_expected=False, invalid_because=["duplicate"],
+             examples={"duplicate": [{"topic": "faultline", "value": "producer-0-9", "offsets": [10, 12]}]})
+    (run / "verdict.json").write_text(json.dumps(v))
+    cases = _cases(write_junit(run))
+    assert [(n, o) for n, o, _ in cases] == [(LOST.format("no-loss"), "pass"), (VALID, "failure")]
+    assert cases[1][2].result[0].message == "UNEXPECTED ANOMALIES: duplicate=4"
+
+
+def test_checker_unexpected_verdict_is_never_a_pass(tmp_path: Path) -> None:
+    """Known-bad control for the derivation: a verdict the checker calls unexpected for a
+    reason the cases do not cover still fails junit."""
+    run = make_clean_run(tmp_path)
+    v = json.loads((run / "verdict.json").read_text())
+    v["as_expected"] = False
+    (run / "verdict.json").write_text(json.dumps(v))
+    cases = _cases(write_junit(run))
+    assert [o for _, o, _ in cases] == ["pass", "pass", "failure"]
+    assert cases[2][0] == "verdict as expected"
 
 
 def test_checker_listed_expectations_fail_exactly_the_unmet_ones(tmp_path: Path) -> None:

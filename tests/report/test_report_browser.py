@@ -37,12 +37,14 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     assert page.inner_text("#verdict-expectation") == "UNEXPECTED"
     assert page.inner_text("#expect") == "no-loss"
     assert page.inner_text("#seed") == "7"
+    assert page.inner_text("#valid") == (
+        "no — broken by lost_write (3), inconsistent_offset (2), realtime_offset_regression (1)")
     assert "kraftsim 0.1" in page.inner_text("#target")
     assert "kip903.enabled=false" in page.inner_text("#switches")
 
     assert _table(page, "#lost-summary") == [
-        [f"{TOPIC}-1", "2", "1201", "1202", "21.402", "21.455"],
-        [f"{TOPIC}-2", "1", "877", "877", "21.731", "21.731"],
+        [f"{TOPIC}-1", "2", "1201", "1202", "21.402", "21.455", "3470", "0"],
+        [f"{TOPIC}-2", "1", "877", "877", "21.731", "21.731", "3490", "0"],
     ]
     shown = {}
     for section in page.query_selector_all("section.lost-partition"):
