@@ -62,8 +62,9 @@ def drain(bootstrap: str, topic: str, partitions: int | Sequence[int], history_d
     path = Path(history_dir) / f"{process}.jsonl"
     conf = consumer_config(bootstrap, process, **{"enable.partition.eof": True, **(extra_config or {})})
     consumer = Consumer(conf, logger=client_logger(process, str(path.with_suffix(".client.log"))))
+    # a second drain of the same run appends to the same history: continue its op numbers
+    op = 1 + max((r.get("op", -1) for r in h.read_jsonl(path)), default=-1) if path.exists() else 0
     writer = h.JsonlWriter(path)
-    op = 0
 
     def end_record(part: int, type_: str, offset: int | None, err: KafkaError | None = None,
                    error: str | None = None) -> None:

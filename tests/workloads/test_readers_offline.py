@@ -40,3 +40,11 @@ def test_consumer_without_a_broker_starts_stops_and_records_nothing(tmp_path):
     assert w.stop(timeout=5) == {"ok": 0, "info": 0}
     assert not w.alive() and w.error() is None
     assert list(read_jsonl(tmp_path / "consumer-0.jsonl")) == []
+
+
+def test_a_second_drain_continues_op_numbers(tmp_path):
+    clock = RunClock()
+    bootstrap = dead_bootstrap()
+    drain(bootstrap, "t", 1, tmp_path, clock.now, timeout=0.3)
+    drain(bootstrap, "t", 1, tmp_path, clock.now, timeout=0.3)
+    assert [r["op"] for r in read_jsonl(tmp_path / "drain.jsonl")] == [0, 1]
