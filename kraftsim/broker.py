@@ -595,11 +595,15 @@ class Broker:
         return build(cls, {"topics": topics, "throttle_time": 0})
 
     def _live_brokers(self) -> list[dict]:
+        # A self-fenced broker's image is stale: it leaves itself out, so clients go elsewhere.
         return [{"node_id": b.broker, "host": b.host, "port": b.port, "rack": None}
-                for b in sorted(self.image.brokers.values(), key=lambda x: x.broker) if not b.fenced]
+                for b in sorted(self.image.brokers.values(), key=lambda x: x.broker)
+                if not b.fenced and not (self.self_fenced and b.broker == self.node_id)]
 
     def _partition_view(self, ps: Any) -> dict:
         leader = ps.leader if ps.leader != NO_LEADER and self.image.unfenced(ps.leader) else NO_LEADER
+        if self.self_fenced and leader == self.node_id:
+            leader = NO_LEADER
         return {"error_code": ErrorCode.none if leader != NO_LEADER else ErrorCode.leader_not_available,
                 "partition_index": ps.partition, "leader_id": leader, "leader_epoch": ps.leader_epoch,
                 "replica_nodes": ps.replicas, "isr_nodes": ps.isr,
