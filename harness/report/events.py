@@ -314,8 +314,11 @@ def leader_series(events: pd.DataFrame, observer: pd.DataFrame | None) -> dict[s
                 series.setdefault(key, []).append((float(t), leader if _is_leader(leader) else None))
     if observer is not None and not observer.empty:
         sampled: dict[str, list[tuple[float, Any]]] = {}
-        keys = [pkey(t, p) for t, p in zip(observer["topic"], observer["partition"])]
-        for key, t, leader in zip(keys, observer["t"], observer["leader"]):
+        # samples without a partition are cluster-wide failures (no broker answered): they say
+        # nothing about any one partition's leader
+        per_part = observer[observer["partition"].notna()]
+        keys = [pkey(t, p) for t, p in zip(per_part["topic"], per_part["partition"])]
+        for key, t, leader in zip(keys, per_part["t"], per_part["leader"]):
             if key not in series:
                 sampled.setdefault(key, []).append((float(t), leader if _is_leader(leader) else None))
         series.update(sampled)
@@ -350,7 +353,8 @@ def availability(series: dict[str, list[tuple[float, Any]]], end_t: float,
     obs_err: dict[str, int] = {}
     if observer is not None and not observer.empty and "error" in observer.columns:
         bad = observer[observer["error"].notna() & (observer["error"].astype(str) != "")]
-        for k in (pkey(t, p) for t, p in zip(bad["topic"], bad["partition"])):
+        for k in (pkey(t, p) if p == p and p is not None else f"{t} (whole topic)"
+                  for t, p in zip(bad["topic"], bad["partition"])):
             obs_err[k] = obs_err.get(k, 0) + 1
         keys |= set(obs_err)
     rejected: dict[str, int] = {}

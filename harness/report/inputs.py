@@ -48,6 +48,7 @@ class RunData:
     lost_by_partition: pd.DataFrame | None
     faults: pd.DataFrame          # one row per fault interval: id, fault, targets, start, stop
     phases: pd.DataFrame          # harness phases: t, phase
+    timeline_notes: pd.DataFrame  # harness notes on the timeline: t, text
     observer: pd.DataFrame | None  # t, topic, partition, leader, leader_epoch, isr, elr, error
     events: pd.DataFrame          # cluster + proxy events: t, host, node, role, event, ...
     notes: list[str] = field(default_factory=list)
@@ -177,12 +178,13 @@ def _jsonl_frame(path: Path, notes: list[str], engine: str = "ujson") -> pd.Data
 
 # ---------------------------------------------------------------- per input
 
-def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Pair nemesis start/stop records by fault id into intervals; a fault never stopped
     (harness killed) is shown as active until the end of the run."""
     starts: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     for r in rows:
         t = r.get("t")
         if not isinstance(t, (int, float)) or isinstance(t, bool):
@@ -198,13 +200,16 @@ def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.
                             "start": float(s["t"]) if s else float(t), "stop": float(t), "healed": True})
         elif r.get("kind") == "phase":
             phases.append({"t": float(t), "phase": str(r.get("phase"))})
+        elif r.get("kind") == "note":
+            text = r.get("text") or r.get("detail") or ""
+            notes.append({"t": round(float(t), 3), "note": text if isinstance(text, str) else json.dumps(text)})
     for fid, s in starts.items():
         out.append({"id": fid, "fault": str(s.get("fault") or "?"),
                     "targets": ", ".join(map(str, s.get("targets") or [])),
                     "start": float(s["t"]), "stop": max(end_t, float(s["t"])), "healed": False})
     faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed"])
     return faults.sort_values("start", kind="stable").reset_index(drop=True), \
-        pd.DataFrame(phases, columns=["t", "phase"])
+        pd.DataFrame(phases, columns=["t", "phase"]), pd.DataFrame(notes, columns=["t", "note"])
 
 
 def _events(run_dir: Path, wall_at_t0: float | None, notes: list[str]) -> pd.DataFrame:
@@ -248,6 +253,10 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     if run_path.is_file():
         run = _load_json_object(run_path)
         _validate_run(run_path, run)
+        if run.get("error"):
+            notes.append(f"run error: {run['error']}")
+        run_notes = run.get("notes") if isinstance(run.get("notes"), list) else []
+        notes.extend(f"run note: {n}" for n in run_notes)
     else:
         run = {"run_id": d.name}
         notes.append("run.json missing: campaign, seed and re-run command unknown")
@@ -274,7 +283,7 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     if not timeline:
         empty = pd.DataFrame()
         return RunData(run_dir=d, run=run, verdict=verdict, campaign=campaign, throughput=None,
-                       lost_by_partition=None, faults=empty, phases=empty, observer=None,
+                       lost_by_partition=None, faults=empty, phases=empty, timeline_notes=empty, observer=None,
                        events=empty, notes=notes)
 
     throughput = None
@@ -298,7 +307,7 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
         end_t = max(end_t, float(throughput["second"].max()) + 1)
 
     tl = d / "timeline.jsonl"
-    faults, phases = _faults(_jsonl(tl, notes) if tl.is_file() else [], end_t)
+    faults, phases, tl_notes = _faults(_jsonl(tl, notes) if tl.is_file() else [], end_t)
     if not tl.is_file():
         notes.append("timeline.jsonl missing: no fault intervals")
 
@@ -316,7 +325,8 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
         notes.append("cluster-logs/ missing: no elections, ISR or AlterPartition events")
 
     return RunData(run_dir=d, run=run, verdict=verdict, campaign=campaign, throughput=throughput,
-                   lost_by_partition=lbp, faults=faults, phases=phases, observer=observer,
+                   lost_by_partition=lbp, faults=faults, phases=phases, timeline_notes=tl_notes,
+                   observer=observer,
                    events=events, notes=notes)
 
 

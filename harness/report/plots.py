@@ -114,9 +114,6 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         ax.plot(tp["second"], tp["info"], color="#f77f00", lw=1, label="indeterminate (info)")
         ax.set_ylabel(unit)
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
-        for p in phases.itertuples():
-            ax.text(p.t, 1.0, f" {p.phase}", transform=ax.get_xaxis_transform(), fontsize=7,
-                    color="#666666", va="bottom", ha="left", rotation=0)
         lat = axes[1]
         lat.plot(tp["second"], tp["latency_p50_ms"], color="#457b9d", lw=1, label="ack latency p50")
         lat.plot(tp["second"], tp["latency_p99_ms"], color="#1d3557", lw=1, ls="--", label="ack latency p99")
@@ -127,6 +124,10 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
             lat.set_yscale("log")
         lat.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
 
+    for i, p in enumerate(phases.itertuples()):
+        # alternate heights so phases a second apart do not print over each other
+        axes[0].text(p.t, 1.0 + 0.07 * (i % 2), f" {p.phase}", transform=axes[0].get_xaxis_transform(),
+                     fontsize=7, color="#666666", va="bottom", ha="left")
     ax = axes[-1]
     ypos = {k: n_rows - 1 - i for i, k in enumerate(rows)}
     leaders_seen: set[int] = set()

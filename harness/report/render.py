@@ -206,6 +206,7 @@ def build_context(data: RunData) -> dict[str, Any]:
         "alters_rejected": int((~alters["accepted"].astype(bool)).sum()) if not alters.empty else 0,
         "brokers": _event_table(brokers, "broker_events", data_dir),
         "faults": tables.to_html(faults, table_id="faults"),
+        "timeline_notes": tables.to_html(data.timeline_notes, table_id="timeline-notes"),
         "generated": _wall(_dt.datetime.now(_dt.timezone.utc).timestamp()),
     }
 
