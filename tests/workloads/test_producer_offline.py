@@ -39,11 +39,14 @@ def test_unreachable_broker_gives_info_for_every_send(tmp_path, workloads_to_sto
     w = ProducerWorkload("producer-0", dead_bootstrap(), "t", 3, tmp_path, clock.now, rate=400,
                          extra_config={"message.timeout.ms": 500}, mode=mode)
     workloads_to_stop.append(w)
+    t0 = time.monotonic()
     w.start()
     time.sleep(0.6)
     live = w.stats()
     assert live["invoked"] > 0
     final = w.stop(timeout=5)
+    # paced: never more than rate x elapsed (+ one scheduling slot), whatever the machine load
+    assert final["invoked"] <= 400 * (time.monotonic() - t0) + 2
     recs = list(read_jsonl(tmp_path / "producer-0.jsonl"))
     kinds = Counter((r["type"], r["error"]) for r in recs)
     n = final["invoked"]
