@@ -7,10 +7,11 @@ real cluster that window is milliseconds; here the protocol-aware proxy
 
 - ``mode=delay``: delays every AlterPartition by ``delay_ms`` (heartbeats untouched), or
 - ``mode=hold``: holds the first AlterPartition that would *add* broker X to the ISR of a
-  chosen partition until a condition - ``{"registered": X}`` (X's BrokerRegistration was
-  seen passing through the proxy after the hold began, i.e. X was restarted, seed 000 step
-  5), ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal =
-  release). The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
+  chosen partition until a condition - ``{"unfenced": X}`` (the default: X registered
+  again through the proxy after the hold began, i.e. X was restarted - seed 000 step 5 -
+  and a heartbeat response then unfenced it, which Kafka >= 3.3 requires before a broker
+  may join an ISR, KIP-841), ``{"registered": X}`` (registration alone),
+  ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal = release). The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
   the KIP-903 fix; seed 003 §2.9.2 "the broker epoch of any added replicas is correct")
   appears in ``proxy-events.jsonl``.
 
@@ -251,9 +252,14 @@ class AlterPartitionDelay(Nemesis):
             if len(targets) != 1:
                 raise ValueError("alter-partition hold: give exactly one target, the broker X being added to the ISR")
             x = self._broker_id(targets[0])
-            until = params.get("until") or {"registered": x}
-            if isinstance(until, dict) and "registered" in until:
-                until = {"registered": self._broker_id(until["registered"])}
+            until = params.get("until") or {"unfenced": x}
+            if not isinstance(until, dict) or len(until) != 1 or \
+                    next(iter(until)) not in ("registered", "unfenced", "file", "after_s"):
+                raise ValueError("alter-partition hold: params.until must be one of {registered: BROKER}, "
+                                 "{unfenced: BROKER}, {file: PATH}, {after_s: SECONDS}")
+            for k in ("registered", "unfenced"):
+                if k in until:
+                    until = {k: self._broker_id(until[k])}
             spec = {"id": record.id, "broker": x, "partition": params.get("partition"),
                     "until": until, "max_hold_s": float(params.get("max_hold_s", 120))}
             topic = params.get("topic")

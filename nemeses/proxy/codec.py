@@ -2,8 +2,8 @@
 
 A request frame is ``int32 size`` + header + body; the header's version follows the
 request schema's flexibility (v2 for flexible APIs, v1 otherwise), which kio knows per
-(api key, version). Only AlterPartition (56) and BrokerRegistration (62) bodies are
-decoded; anything kio does not know is passed on untouched and merely counted.
+(api key, version). Only AlterPartition (56), BrokerRegistration (62) and BrokerHeartbeat
+(63) bodies are decoded; anything kio does not know is passed on untouched and merely counted.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from kio.serial.readers import read_int16, read_int32
 ALTER_PARTITION = 56
 BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
+#: the APIs whose bodies the proxy reads; everything else is only framed and forwarded
+DECODED = (ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT)
 
 
 @dataclass
@@ -40,7 +42,7 @@ def peek_request(frame: bytes) -> RequestInfo:
     api_version = read_int16(frame, 2)[0]
     corr = read_int32(frame, 4)[0]
     info = RequestInfo(api_key, api_version, corr)
-    if api_key not in (ALTER_PARTITION, BROKER_REGISTRATION):
+    if api_key not in DECODED:
         return info
     try:
         schema = load_request_schema(api_key, api_version)

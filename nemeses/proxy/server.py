@@ -46,6 +46,7 @@ class Held:
     changes: list[codec.PartitionChange]
     release: asyncio.Future
     registered_after: set[int] = field(default_factory=set)
+    unfenced_after: set[int] = field(default_factory=set)   # registered again, then unfenced
 
 
 class Proxy:
@@ -152,6 +153,8 @@ class Proxy:
             u = h.until
             if "registered" in u and int(u["registered"]) in h.registered_after:
                 self._release(h, f"broker {u['registered']} registered again")
+            elif "unfenced" in u and int(u["unfenced"]) in h.unfenced_after:
+                self._release(h, f"broker {u['unfenced']} registered again and was unfenced")
             elif "file" in u and os.path.exists(u["file"]):
                 self._release(h, f"file {u['file']} exists")
             elif "after_s" in u and now - h.since >= float(u["after_s"]):
@@ -175,6 +178,16 @@ class Proxy:
             resp = codec.decode_response(frame, req.api_key, req.api_version)
         except Exception as e:  # never break the stream for a decode problem
             self.log.emit("proxy_decode_error", api_key=req.api_key, api_version=req.api_version, error=str(e))
+            return
+        if req.api_key == codec.BROKER_HEARTBEAT:
+            # seed 002 / 003 §1.2.2: the controller unfences a registered broker via the
+            # heartbeat response; a new incarnation becomes eligible for the ISR only then
+            b = int(req.body.broker_id)
+            if int(resp.error_code) == 0 and not bool(resp.is_fenced):
+                for h in self.held:
+                    if b in h.registered_after and b not in h.unfenced_after:
+                        h.unfenced_after.add(b)
+                        self.log.emit("broker_unfenced_seen", broker=b, broker_epoch=int(req.body.broker_epoch))
             return
         if req.api_key == codec.BROKER_REGISTRATION:
             b = int(req.body.broker_id)
@@ -232,7 +245,7 @@ class Proxy:
                 try:
                     info = codec.peek_request(frame[4:])
                     self.counts[info.api_key] = self.counts.get(info.api_key, 0) + 1
-                    if info.api_key in (codec.ALTER_PARTITION, codec.BROKER_REGISTRATION) and info.body is not None:
+                    if info.api_key in codec.DECODED and info.body is not None:
                         pending[info.correlation_id] = info
                         if info.api_key == codec.ALTER_PARTITION:
                             gate = self._on_alter_partition(info)

@@ -85,6 +85,9 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
         life2 = BrokerClient(addr, 2)
         new_e2 = life2.register()
         assert new_e2 > e2
+        time.sleep(0.3)
+        assert nem.is_held(rec), "registered but still fenced: not eligible yet (KIP-841)"
+        assert int(life2.heartbeat(new_e2).error_code) == 0        # the controller unfences X
         resp = ap1.recv(56, 3, timeout=5)
         code = int(resp.topics[0].partitions[0].error_code)
         assert code == (107 if kip903 else 0)
@@ -96,7 +99,7 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
     names = [e["event"] for e in ev]
     assert names.index("proxy_hold") < names.index("proxy_release") < names.index("alter_partition")
     rel = next(e for e in ev if e["event"] == "proxy_release")
-    assert rel["reason"] == "broker 2 registered again" and rel["held_ms"] >= 500
+    assert rel["reason"] == "broker 2 registered again and was unfenced" and rel["held_ms"] >= 500
     ap = next(e for e in ev if e["event"] == "alter_partition")
     assert ap["role"] == "proxy" and ap["partition"] == 0 and ap["new_isr"] == [1, 2]
     assert ap["broker_epochs"] == {"1": e1, "2": e2} and ap["version"] == 3
@@ -106,7 +109,8 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
         assert (ap["accepted"], ap["error_code"], ap["isr"]) == (True, 0, [1, 2])
     tl = [json.loads(l) for l in (tmp_path / "timeline.jsonl").read_text().splitlines()]
     assert [(t["phase"], t["fault"]) for t in tl] == [("start", "alter-partition"), ("stop", "alter-partition")]
-    assert tl[1]["detail"]["released"]["reason"] == "broker 2 registered again"
+    assert tl[1]["detail"]["released"]["reason"] == "broker 2 registered again and was unfenced"
+    assert [e["broker"] for e in ev if e["event"] == "broker_unfenced_seen"] == [2]
 
 
 def test_hold_is_specific_and_heal_from_a_fresh_process_releases(rig, tmp_path):

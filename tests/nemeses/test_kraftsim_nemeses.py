@@ -156,7 +156,7 @@ def test_hold_alter_partition_on_kraftsim(cluster, tmp_path):
         # X restarts (new broker epoch) -> the proxy releases the stale AlterPartition
         node.stop_service(9)
         node.start_service()
-        wait_for(lambda: nem.release_info(rec), 30, "release on X's re-registration")
+        wait_for(lambda: nem.release_info(rec), 30, "release once X re-registered and was unfenced")
         wait_for(lambda: x in partition_state(cluster, "hold").get("isr", []), 45, "X rejoins the ISR afterwards")
         nem.stop(rec)
     finally:
@@ -167,6 +167,6 @@ def test_hold_alter_partition_on_kraftsim(cluster, tmp_path):
     hold = next(e for e in ev if e["event"] == "proxy_hold")
     assert hold["leader"] == leader and x in hold["new_isr"] and hold["partition"] == 0
     rel = next(e for e in ev if e["event"] == "proxy_release")
-    assert rel["reason"] == f"broker {x} registered again"
+    assert rel["reason"] == f"broker {x} registered again and was unfenced"
     after = [e for e in ev if e["event"] == "alter_partition" and e["wall"] >= rel["wall"]]
     assert after and after[0]["error_code"] == 107 and after[0]["error"] == "INELIGIBLE_REPLICA", after[:2]
