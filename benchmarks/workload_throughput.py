@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def main() -> int:
     ap.add_argument("--idempotence", action="store_true")
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--mock", action="store_true", help="librdkafka's mock cluster per producer")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (histories, cluster)")
     ap.add_argument("--mode", choices=("process", "thread"), default="process",
                     help="each producer in a spawned process (default) or a thread of this one")
     args = ap.parse_args()
@@ -127,7 +129,14 @@ def main() -> int:
                 os.killpg(cluster.pid, signal.SIGTERM)
                 cluster.wait(10)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(cluster.pid, signal.SIGKILL)
+                try:
+                    os.killpg(cluster.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if args.keep:
+            print(f"work dir        {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
