@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness.clock import RunClock
-from workloads.admin import create_topic, describe
+from workloads.admin import AdminError, create_topic, describe
 from workloads.consumer import ConsumerWorkload
 from workloads.drain import drain
 from workloads.history import ReadStats, read_jsonl
@@ -166,6 +166,18 @@ def test_idempotent_producer_records_the_same_way(cluster, tmp_path, to_stop):
     invokes, done = sends(tmp_path / "producer-i.jsonl")
     offsets = sorted((r["partition"], r["offset"]) for (r,) in done.values())
     assert offsets == sorted((p, o) for p in range(2) for o in range(250))
+
+
+def test_admin_create_is_checked_and_idempotent_only_when_asked(cluster):
+    with pytest.raises(AdminError, match=r"min.insync.replicas=4 must be between 1 and the replication factor 3"):
+        create_topic(cluster.bootstrap, "wl-bad", 1, 3, min_insync_replicas=4)
+    create_topic(cluster.bootstrap, "wl-twice", 1, 3, min_insync_replicas=2)
+    with pytest.raises(AdminError, match="TOPIC_ALREADY_EXISTS"):
+        create_topic(cluster.bootstrap, "wl-twice", 1, 3, min_insync_replicas=2)
+    info = create_topic(cluster.bootstrap, "wl-twice", 1, 3, min_insync_replicas=2, exist_ok=True)
+    assert info[0].leader in info[0].isr and sorted(info[0].replicas) == [1, 2, 3]
+    with pytest.raises(AdminError, match="wl-missing"):
+        describe(cluster.bootstrap, "wl-missing", timeout=5)
 
 
 def test_producer_history_readable_after_sigkill(cluster, tmp_path, to_stop):
