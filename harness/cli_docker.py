@@ -47,6 +47,47 @@ def build_image(
     typer.echo(r.image_tag)
 
 
+def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
+    from harness.config import ConfigError
+    from harness.inventory import load_inventory
+    try:
+        return load_inventory(inventory)
+    except ConfigError as e:
+        typer.echo(f"faultline docker: error: {e}", err=True)
+        raise typer.Exit(2)
+
+
+@docker_app.command("up")
+def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inventory/docker.yaml")) -> None:
+    """Create the inventory's network, data volumes and idle host containers, each with its
+    kraftsim server.properties; `faultline run` then starts the brokers in them."""
+    from harness import docker_cluster
+    from harness.transport.base import TransportError
+    inv = _load(inventory)
+    try:
+        made = docker_cluster.up(inv)
+    except (docker_cluster.DockerClusterError, TransportError) as e:
+        typer.echo(f"faultline docker up: {e}", err=True)
+        raise typer.Exit(getattr(e, "exit_code", 3))
+    plan = docker_cluster.plan_of(inv)
+    for name, t in made.items():
+        typer.echo(f"{name}: container {t.selector} at {inv.hosts[name].address} on {plan.network} ({plan.subnet})")
+
+
+@docker_app.command("down")
+def down(inventory: str = typer.Argument(..., help="the docker inventory given to `up`")) -> None:
+    """Remove the inventory's containers, their data volumes and the network."""
+    from harness import docker_cluster
+    from harness.transport.base import TransportError
+    inv = _load(inventory)
+    try:
+        n = docker_cluster.down(inv)
+    except (docker_cluster.DockerClusterError, TransportError) as e:
+        typer.echo(f"faultline docker down: {e}", err=True)
+        raise typer.Exit(getattr(e, "exit_code", 3))
+    typer.echo(f"removed {n} container(s) of {inventory}")
+
+
 def main() -> None:  # pragma: no cover - `python -m harness.cli_docker build-image`
     docker_app()
 

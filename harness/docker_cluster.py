@@ -46,6 +46,12 @@ DEFAULT_CONFIG = "/etc/kraftsim/server.properties"
 
 class DockerClusterError(RuntimeError):
     """One line saying which host/var is wrong or what the engine refused."""
+    exit_code = 3
+
+
+class DockerInventoryError(DockerClusterError):
+    """The inventory cannot describe a Docker cluster (a config error: exit code 2)."""
+    exit_code = 2
 
 
 @dataclass
@@ -63,15 +69,15 @@ def plan_of(inv: Inventory, extra_labels: dict[str, str] | None = None) -> Docke
     subnet = str(v.get("docker_subnet", DEFAULT_SUBNET))
     net = ipaddress.ip_network(subnet, strict=False)
     if not net.subnet_of(ipaddress.ip_network("10.250.0.0/16")):
-        raise DockerClusterError(f"{inv.path}: all.vars.docker_subnet: {subnet} is outside 10.250.0.0/16; "
+        raise DockerInventoryError(f"{inv.path}: all.vars.docker_subnet: {subnet} is outside 10.250.0.0/16; "
                                  f"faultline only creates networks there")
     settings = v.get("docker_kraftsim_settings") or {}
     if not isinstance(settings, dict):
-        raise DockerClusterError(f"{inv.path}: all.vars.docker_kraftsim_settings: a mapping of kraftsim keys is wanted")
+        raise DockerInventoryError(f"{inv.path}: all.vars.docker_kraftsim_settings: a mapping of kraftsim keys is wanted")
     name = str(v.get("docker_network", DEFAULT_NETWORK))
     mount = str(v.get("docker_data_mount", "/var/lib/kraftsim"))
     if not mount.startswith("/") or mount.rstrip("/") == "":
-        raise DockerClusterError(f"{inv.path}: all.vars.docker_data_mount: an absolute directory is wanted, got {mount!r}")
+        raise DockerInventoryError(f"{inv.path}: all.vars.docker_data_mount: an absolute directory is wanted, got {mount!r}")
     return DockerPlan(name, subnet, str(v.get("docker_image", IMAGE_TAG)), dict(settings), mount,
                       {CLUSTER_LABEL: name, **(extra_labels or {})})
 
@@ -94,7 +100,7 @@ def kraftsim_properties(inv: Inventory, spec: HostSpec, settings: dict[str, Any]
     props: dict[str, Any] = {"node.id": spec.node_id, "process.roles": spec.role, "listeners": spec.listeners}
     if spec.role == "broker":
         if ctl is None:
-            raise DockerClusterError(f"{inv.path}: all.children.controllers: a kraftsim cluster needs a controller host")
+            raise DockerInventoryError(f"{inv.path}: all.children.controllers: a kraftsim cluster needs a controller host")
         h, p = _hostport(ctl.listeners)
         props["controller.quorum.bootstrap.servers"] = f"{h}:{p}"
         props["log.dirs"] = ",".join(spec.data_dirs) or "/var/lib/kraftsim/data"
@@ -113,7 +119,7 @@ def up(inv: Inventory, *, client: docker.DockerClient | None = None,
        extra_labels: dict[str, str] | None = None) -> dict[str, DockerTransport]:
     """Create the network, volumes and idle host containers; write each kraftsim config."""
     if inv.transport != "docker":
-        raise DockerClusterError(f"{inv.path}: all.vars.faultline_transport: docker is wanted for `faultline docker up`")
+        raise DockerInventoryError(f"{inv.path}: all.vars.faultline_transport: docker is wanted for `faultline docker up`")
     c = engine(client)
     plan = plan_of(inv, extra_labels)
     try:
@@ -125,9 +131,9 @@ def up(inv: Inventory, *, client: docker.DockerClient | None = None,
         ip = _hostport(spec.listeners)[0]
         try:
             if ipaddress.ip_address(ip) not in net:
-                raise DockerClusterError(f"{spec.name}: kafka_listeners address {ip} is not in docker_subnet {plan.subnet}")
+                raise DockerInventoryError(f"{spec.name}: kafka_listeners address {ip} is not in docker_subnet {plan.subnet}")
         except ValueError:
-            raise DockerClusterError(f"{spec.name}: kafka_listeners must name an IP address in {plan.subnet}, got {ip!r}") from None
+            raise DockerInventoryError(f"{spec.name}: kafka_listeners must name an IP address in {plan.subnet}, got {ip!r}") from None
     down(inv, client=c)
     gateway = str(next(net.hosts()))
     ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=plan.subnet, gateway=gateway)])
