@@ -11,7 +11,10 @@ real cluster that window is milliseconds; here the protocol-aware proxy
   again through the proxy after the hold began, i.e. X was restarted - seed 000 step 5 -
   and a heartbeat response then unfenced it, which Kafka >= 3.3 requires before a broker
   may join an ISR, KIP-841), ``{"registered": X}`` (registration alone),
-  ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal = release). The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
+  ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal = release).
+  ``then_delay_ms`` keeps delaying the AlterPartitions that follow the released one (the
+  leader's ISR shrink of the empty replica, seed 003 §2.9 "replica.lag.time.max.ms"), so
+  the window in which the leader may die with the empty replica in the ISR stays open. The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
   the KIP-903 fix; seed 003 §2.9.2 "the broker epoch of any added replicas is correct")
   appears in ``proxy-events.jsonl``.
 
@@ -248,6 +251,7 @@ class AlterPartitionDelay(Nemesis):
             raise ValueError(f"alter-partition: mode must be hold or delay, got {mode!r}")
         record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params),
                              undo={"control_dir": self.control_dir, "host": self.transport.name})
+        self.control.pop("clear_delay", None)
         if mode == "hold":
             if len(targets) != 1:
                 raise ValueError("alter-partition hold: give exactly one target, the broker X being added to the ISR")
@@ -261,7 +265,8 @@ class AlterPartitionDelay(Nemesis):
                 if k in until:
                     until = {k: self._broker_id(until[k])}
             spec = {"id": record.id, "broker": x, "partition": params.get("partition"),
-                    "until": until, "max_hold_s": float(params.get("max_hold_s", 120))}
+                    "until": until, "max_hold_s": float(params.get("max_hold_s", 120)),
+                    "then_delay_ms": float(params.get("then_delay_ms", 0))}
             topic = params.get("topic")
             if topic:
                 spec["topic"] = topic
@@ -309,6 +314,7 @@ class AlterPartitionDelay(Nemesis):
             self.transport = LocalTransport(record.undo.get("host") or "proxy")
             self.control = {"generation": 0, "topic_names": {}}
         if record.params.get("mode", "hold") == "hold":
+            self.control["clear_delay"] = True
             if (self.control.get("hold") or {}).get("id") == record.id:
                 self.control["hold"] = None
             self.control["release"] = sorted(set(self.control.get("release", [])) | {record.id})

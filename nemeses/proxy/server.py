@@ -45,6 +45,7 @@ class Held:
     max_hold_s: float
     changes: list[codec.PartitionChange]
     release: asyncio.Future
+    then_delay_s: float = 0.0          # after release, delay further AlterPartitions this long
     registered_after: set[int] = field(default_factory=set)
     unfenced_after: set[int] = field(default_factory=set)   # registered again, then unfenced
 
@@ -64,6 +65,7 @@ class Proxy:
         self.known_isr: dict[tuple[str | None, int], list[int]] = {}
         self.counts: dict[int, int] = {}
         self.bound_port = 0
+        self.delay_until = 0.0   # wall time before which AlterPartitions wait (then_delay_ms)
 
     # ---- control ------------------------------------------------------------------
     def _read_control(self) -> None:
@@ -79,6 +81,8 @@ class Proxy:
             self._control_mtime = m
         except ValueError:
             return  # half-written: the writer renames atomically, so retry next tick
+        if self.control.get("clear_delay"):
+            self.delay_until = 0.0
         for hid in self.control.get("release", []) or []:
             for h in list(self.held):
                 if h.hold_id == hid:
@@ -121,7 +125,7 @@ class Proxy:
                 any(self._matches_hold(spec, c) for c in changes):
             fut = asyncio.get_running_loop().create_future()
             h = Held(spec["id"], time.time(), spec.get("until") or {}, float(spec.get("max_hold_s", 120)),
-                     changes, fut)
+                     changes, fut, then_delay_s=float(spec.get("then_delay_ms") or 0) / 1000.0)
             self.held.append(h)
             self.spent_holds.add(spec["id"])
             for c in changes:
@@ -133,12 +137,19 @@ class Proxy:
             self._write_status()
             return fut
         delay = float(self.control.get("delay_ms") or 0) / 1000.0
-        return delay or None
+        window = self.delay_until - time.time()
+        if window > 0:
+            for c in changes:
+                self.log.emit("proxy_delay", topic=self._topic(c), partition=c.partition, leader=c.leader,
+                              new_isr=c.new_isr, delay_ms=round(window * 1000, 1), why="then_delay_ms after a hold")
+        return max(delay, window) or None
 
     def _release(self, h: Held, reason: str) -> None:
         if h in self.held:
             self.held.remove(h)
         held_ms = round((time.time() - h.since) * 1000, 1)
+        if h.then_delay_s and reason != "proxy stopping":
+            self.delay_until = max(self.delay_until, time.time() + h.then_delay_s)
         for c in h.changes:
             self.log.emit("proxy_release", hold_id=h.hold_id, topic=self._topic(c), partition=c.partition,
                           leader=c.leader, new_isr=c.new_isr, reason=reason, held_ms=held_ms)

@@ -68,7 +68,7 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
     life1, ap1, life2 = BrokerClient(addr, 1), BrokerClient(addr, 1), BrokerClient(addr, 2)
     try:
         e1, e2 = life1.register(), life2.register()
-        rec = nem.start(["b2"], partition=0)                      # until X (=2) registers again
+        rec = nem.start(["b2"], partition=0, then_delay_ms=800)   # until X (=2) is back and unfenced
         ap1.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)    # leader 1 adds 2 (seed 000 step 1)
         assert nem.wait(lambda: nem.is_held(rec), timeout=5)
         # while held: heartbeats on the lifecycle channel keep flowing, and other APIs pass
@@ -91,7 +91,16 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
         resp = ap1.recv(56, 3, timeout=5)
         code = int(resp.topics[0].partitions[0].error_code)
         assert code == (107 if kip903 else 0)
-        nem.stop(rec)
+        # then_delay_ms: the leader's next AlterPartition (its ISR shrink) is delayed as well
+        t0 = time.monotonic()
+        ap1.send_alter_partition(TOPIC, 0, {1: e1}, e1)
+        ap1.recv(56, 3, timeout=5)
+        assert time.monotonic() - t0 >= 0.5
+        nem.stop(rec)                                             # heal ends the delay window
+        t0 = time.monotonic()
+        ap1.send_alter_partition(TOPIC, 0, {1: e1}, e1)
+        ap1.recv(56, 3, timeout=5)
+        assert time.monotonic() - t0 < 0.5
     finally:
         for c in (life1, ap1, life2):
             c.close()
@@ -100,6 +109,7 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
     assert names.index("proxy_hold") < names.index("proxy_release") < names.index("alter_partition")
     rel = next(e for e in ev if e["event"] == "proxy_release")
     assert rel["reason"] == "broker 2 registered again and was unfenced" and rel["held_ms"] >= 500
+    assert [e["event"] for e in ev].count("proxy_delay") == 1
     ap = next(e for e in ev if e["event"] == "alter_partition")
     assert ap["role"] == "proxy" and ap["partition"] == 0 and ap["new_isr"] == [1, 2]
     assert ap["broker_epochs"] == {"1": e1, "2": e2} and ap["version"] == 3
