@@ -382,23 +382,27 @@ def availability(series: dict[str, list[tuple[float, Any]]], end_t: float,
 
 def write_unavailability(throughput: pd.DataFrame | None) -> dict[str, Any]:
     """Run-wide write availability from the checker's per-second aggregate: seconds in which
-    sends failed, and the longest stretch with failures but no acknowledged send."""
+    sends failed, and the longest stretch without any acknowledged send between the first
+    and the last second that completed a send (seconds absent from the aggregate count as
+    zero sends)."""
     if throughput is None or throughput.empty:
         return {}
     tp = throughput.fillna(0)
-    failing = tp[(tp["fail"] + tp["info"]) > 0]
+    secs = tp["second"].astype("int64")
+    acked = set(secs[tp["ok"] > 0])
     longest = cur = 0
-    prev = None
-    for s, ok, bad in zip(tp["second"], tp["ok"], tp["fail"] + tp["info"]):
-        if ok == 0 and bad > 0 and (prev is None or s == prev + 1):
-            cur += 1
-        elif ok == 0 and bad > 0:
-            cur = 1
-        else:
-            cur = 0
-        longest = max(longest, cur)
-        prev = s
-    return {"seconds with failed sends": int(len(failing)),
-            "failed sends": int(tp["fail"].sum()), "indeterminate sends (info)": int(tp["info"].sum()),
-            "acknowledged sends": int(tp["ok"].sum()),
-            "longest stretch with no ack and failures (s)": int(longest)}
+    start_of_longest = None
+    for s_ in range(int(secs.min()), int(secs.max()) + 1):
+        cur = 0 if s_ in acked else cur + 1
+        if cur > longest:
+            longest, start_of_longest = cur, s_ - cur + 1
+    failing = tp[(tp["fail"] + tp["info"]) > 0]
+    out: dict[str, Any] = {
+        "acknowledged sends": int(tp["ok"].sum()), "failed sends": int(tp["fail"].sum()),
+        "indeterminate sends (info)": int(tp["info"].sum()),
+        "seconds with failed or indeterminate sends": int(len(failing)),
+        "longest stretch without an acknowledged send (s)": int(longest),
+    }
+    if longest:
+        out["longest stretch without an acknowledged send (s)"] = f"{longest} (from t={start_of_longest})"
+    return out

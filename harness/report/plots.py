@@ -56,6 +56,14 @@ def _svg(fig: plt.Figure, salt: str) -> str:
 def rebin_throughput(tp: pd.DataFrame, max_points: int = MAX_POINTS) -> tuple[pd.DataFrame, int]:
     """Per-second rows → at most ``max_points`` bins: counts summed per second (kept as a
     rate), p50 averaged and p99 as the bin's worst, so a latency spike is never smoothed away."""
+    if len(tp):
+        # seconds with no completed send are absent from the aggregate: they are zero sends,
+        # not a line drawn across the gap (latency stays unknown there)
+        full = pd.RangeIndex(int(tp["second"].min()), int(tp["second"].max()) + 1, name="second")
+        tp = tp.set_index(tp["second"].astype("int64")).drop(columns=["second"])
+        tp = tp[~tp.index.duplicated()].reindex(full)
+        tp[["ok", "fail", "info"]] = tp[["ok", "fail", "info"]].fillna(0)
+        tp = tp.reset_index()
     if len(tp) <= max_points:
         return tp, 1
     width = int(-(-len(tp) // max_points))
@@ -126,7 +134,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
 
     for i, p in enumerate(phases.itertuples()):
         # alternate heights so phases a second apart do not print over each other
-        axes[0].text(p.t, 1.0 + 0.07 * (i % 2), f" {p.phase}", transform=axes[0].get_xaxis_transform(),
+        axes[0].text(p.t, 1.0 + 0.07 * (i % 3), f" {p.phase}", transform=axes[0].get_xaxis_transform(),
                      fontsize=7, color="#666666", va="bottom", ha="left")
     ax = axes[-1]
     ypos = {k: n_rows - 1 - i for i, k in enumerate(rows)}
