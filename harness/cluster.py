@@ -226,9 +226,28 @@ class EmbeddedKraftsim:
         self.pid: int | None = None
         self.entry_id = new_id("p")
         self.bootstrap = ""
+        self.host_prefix = self.pick_host_prefix()
+
+    @staticmethod
+    def pick_host_prefix() -> str:
+        """A random 127.X.Y loopback prefix: kraftsim puts node k on 127.X.Y.(1+k), so runs and
+        tests on one machine (several engineers, CI) never collide on ip:port."""
+        import random as _r
+        import socket
+        rng = _r.SystemRandom()
+        for _ in range(20):
+            prefix = f"127.{rng.randrange(16, 250)}.{rng.randrange(0, 256)}"
+            try:
+                with socket.socket() as s:
+                    s.bind((f"{prefix}.1", 19092))
+                return prefix
+            except OSError:
+                continue
+        return "127.0.0"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kraftsim", "cluster", "--brokers", str(self.brokers), "--dir", str(self.dir)]
+        cmd = [sys.executable, "-m", "kraftsim", "cluster", "--brokers", str(self.brokers), "--dir", str(self.dir),
+               "--host-prefix", self.host_prefix]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
         return cmd
@@ -268,7 +287,7 @@ class EmbeddedKraftsim:
                 "kafka_service": {
                     "command": f"{py} -m kraftsim {role} --config {shlex.quote(str(props_file))}",
                     "pidfile": str(self.dir / f"{stem}.pid"),
-                    "log": str(self.dir / f"{stem}.log"),
+                    "log": str(self.dir / stem / "process.log"),
                 },
                 "kafka_event_log": str(self.dir / stem / "events.jsonl"),
             }
