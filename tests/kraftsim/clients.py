@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_response_schema
 from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest, TopicRequest
@@ -77,8 +77,16 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], timeout: float =
                   "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
     try:
         ends = {}
+        deadline = time.time() + timeout
         for p in partitions:
-            _, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            while True:  # leadership may still be settling after a fault: retry NOT_LEADER etc.
+                try:
+                    _, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+                    break
+                except KafkaException:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.2)
             ends[p] = hi
         c.assign([TopicPartition(topic, p, 0) for p in partitions])
         seen: dict[bytes, tuple[int, int]] = {}
