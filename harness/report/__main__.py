@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         for d in args.run_dirs:
-            print(write_report(d))
+            print(write_report(d, index=False))
             print(write_junit(d))
         if not args.no_index:
             for root in sorted({d.resolve().parent for d in args.run_dirs}):

@@ -21,6 +21,7 @@ import pandas as pd
 from harness.report import events as ev
 from harness.report import jinja
 from harness.report import plots, tables
+from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns
 
 #: anomalies the checker counts but which do not make a history invalid (issue 5)
@@ -213,8 +214,10 @@ def build_context(data: RunData) -> dict[str, Any]:
     }
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Render ``<run_dir>/report.html`` and return its path.
+def write_report(run_dir: str | Path, *, index: bool = True) -> Path:
+    """Render ``<run_dir>/report.html`` and return its path; with ``index`` (the default) also
+    rewrite the results root's ``index.html`` (``<run_dir>/../index.html``), so every run that
+    gets a report also appears in the nightly list without a separate step.
 
     Raises :class:`harness.report.errors.ReportInputError` (one line: file, field, wanted)
     for malformed inputs; missing optional inputs only add a note to the page.
@@ -226,6 +229,8 @@ def write_report(run_dir: str | Path) -> Path:
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)  # a viewer never sees half a report
+    if index:
+        write_index(data.run_dir.resolve().parent)
     return out
 
 

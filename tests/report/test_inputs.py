@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.report import ReportInputError, write_index, write_junit, write_report
+from harness.report.__main__ import main as report_main
 from harness.report.render import TOP_N
 from tests.report.runs import TOPIC, make_clean_run, make_loss_run
 
@@ -68,7 +69,7 @@ def test_malformed_input_is_one_clear_line(tmp_path: Path, file: str, mutate, me
     assert str(err.value) == f"{run / file}: {message.split(': ', 1)[1]}"
 
 
-def test_entry_point_exits_2_with_one_line(tmp_path: Path) -> None:
+def test_entry_point_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = make_loss_run(tmp_path)
     (run / "verdict.json").write_text(json.dumps({"valid": "yes", "counts": {}}))
     proc = subprocess.run([sys.executable, "-m", "harness.report", str(run)], cwd=REPO,
@@ -77,14 +78,12 @@ def test_entry_point_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines() == [
         f"faultline report: {run / 'verdict.json'}: valid: true or false, got 'yes'"]
     assert "Traceback" not in proc.stderr
-    # and the good path writes report, junit and index
+    # and the good path writes report, junit and index (in-process: one interpreter start is enough)
     make_clean_run(tmp_path / "ok")
     good = tmp_path / "ok" / "20261118T000000-kip903-on"
-    proc = subprocess.run([sys.executable, "-m", "harness.report", str(good)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(good / "report.html"), str(good / "junit.xml"),
-                                   str(tmp_path / "ok" / "index.html")]
+    assert report_main([str(good)]) == 0
+    assert capsys.readouterr().out.split() == [str(good / "report.html"), str(good / "junit.xml"),
+                                               str((tmp_path / "ok").resolve() / "index.html")]
 
 
 def test_bad_csv_and_json_syntax_are_one_line(tmp_path: Path) -> None:
@@ -125,3 +124,14 @@ def test_index_survives_a_malformed_run(tmp_path: Path) -> None:
     html = write_index(tmp_path).read_text()
     assert "20261118T000000-kip903-on" in html and "20261117T000000-kip903-off" in html
     assert "verdict.json: (top level): a JSON object, got list" in html
+
+
+def test_each_report_rewrites_the_results_index(tmp_path: Path) -> None:
+    """issue 7: results/index.html is rewritten after each run — the runner writes the report,
+    and that is enough."""
+    write_report(make_loss_run(tmp_path))
+    first = (tmp_path / "index.html").read_text()
+    assert "20261117T000000-kip903-off/report.html" in first and "kip903-on" not in first
+    write_report(make_clean_run(tmp_path))
+    second = (tmp_path / "index.html").read_text()
+    assert second.index("20261118T000000-kip903-on") < second.index("20261117T000000-kip903-off")
