@@ -41,7 +41,7 @@ from harness.ledger import Ledger, new_id
 from harness.transport.base import Transport, TransportError
 from harness.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, register
-from nemeses.netfilter import add_raw, remove_rules
+from nemeses.netfilter import add_raw, net_run, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -212,7 +212,7 @@ class AlterPartitionDelay(Nemesis):
             add_raw(t, "nat", "OUTPUT", match + ["-j", "DNAT", "--to-destination", f"{pip}:{pport}"], record.id)
             add_raw(t, "filter", "OUTPUT", match + ["-j", "REJECT", "--reject-with", "tcp-reset"], record.id)
             kill = ["ss", "-K", "dst", cip, "dport", "=", f":{cport}"] + (["and", "not", "src", source] if source else [])
-            t.run(kill, sudo=True)
+            net_run(t, kill)
         return record
 
     def teardown(self) -> None:

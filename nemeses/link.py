@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.transport.base import Transport
 from nemeses.base import FaultRecord, Nemesis, Node, register
-from nemeses.netfilter import Rule, add_rules, remove_rules
+from nemeses.netfilter import Rule, add_rules, net_run, remove_rules
 
 HANDLE = "fa17:"
 KINDS = ("loss", "rate", "delay")
@@ -34,13 +34,13 @@ class Unavailable(RuntimeError):
 
 def interface(t: Transport, node: Node) -> str:
     """The interface that carries the node's address (default route as a fallback)."""
-    res = t.run(["ip", "-o", "-4", "addr", "show"], sudo=True)
+    res = net_run(t, ["ip", "-o", "-4", "addr", "show"])
     ip = node.address.split(":")[0]
     for line in res.stdout.splitlines():
         parts = line.split()
         if len(parts) > 3 and parts[3].split("/")[0] == ip:
             return parts[1]
-    res = t.run(["ip", "route", "show", "default"], sudo=True)
+    res = net_run(t, ["ip", "route", "show", "default"])
     parts = res.stdout.split()
     if "dev" in parts:
         return parts[parts.index("dev") + 1]
@@ -48,15 +48,15 @@ def interface(t: Transport, node: Node) -> str:
 
 
 def root_qdisc(t: Transport, dev: str) -> str:
-    res = t.run(["tc", "qdisc", "show", "dev", dev, "root"], sudo=True)
+    res = net_run(t, ["tc", "qdisc", "show", "dev", dev, "root"])
     return res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
 
 
 def capabilities(t: Transport) -> dict[str, bool]:
     """What this host offers (used by `faultline doctor` style checks and docs)."""
-    return {"iptables": t.run(["iptables", "-w", "5", "-S", "INPUT"], sudo=True).ok,
-            "statistic": t.run("iptables -m statistic --help >/dev/null 2>&1", sudo=True).ok,
-            "tc": t.run(["tc", "-V"], sudo=True).ok}
+    return {"iptables": net_run(t, ["iptables", "-w", "5", "-S", "INPUT"]).ok,
+            "statistic": net_run(t, "iptables -m statistic --help >/dev/null 2>&1").ok,
+            "tc": net_run(t, ["tc", "-V"]).ok}
 
 
 @register
@@ -71,7 +71,7 @@ class LinkDegrade(Nemesis):
         if current and not any(k in current for k in ("noqueue", "pfifo_fast", "fq_codel", "mq ", "noop")) \
                 and HANDLE not in current:
             raise Unavailable(f"{node.name}: {dev} already has a root qdisc ({current}); not replacing it")
-        res = t.run(["tc", "qdisc", "replace", "dev", dev, "root", "handle", HANDLE, *args], sudo=True)
+        res = net_run(t, ["tc", "qdisc", "replace", "dev", dev, "root", "handle", HANDLE, *args])
         if not res.ok:
             err = (res.stderr.strip().splitlines() or ["tc failed"])[-1]
             if "unknown" in err.lower():
@@ -94,7 +94,7 @@ class LinkDegrade(Nemesis):
             if not 0 < p <= 1:
                 raise ValueError(f"link loss: probability must be in (0, 1], got {p}")
             for n in nodes:
-                if not n.transport.run("iptables -m statistic --help >/dev/null 2>&1", sudo=True).ok:
+                if not net_run(n.transport, "iptables -m statistic --help >/dev/null 2>&1").ok:
                     raise Unavailable(f"{n.name}: iptables has no 'statistic' match; link loss unavailable")
         record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"hosts": targets})
         self.begin(record)
@@ -131,5 +131,5 @@ class LinkDegrade(Nemesis):
             removed += remove_rules(n.transport, record.id)
             dev = (record.undo.get("devs") or {}).get(name)
             if dev and HANDLE in root_qdisc(n.transport, dev):
-                removed += int(n.transport.run(["tc", "qdisc", "del", "dev", dev, "root"], sudo=True).ok)
+                removed += int(net_run(n.transport, ["tc", "qdisc", "del", "dev", dev, "root"]).ok)
         self.end(record, removed=removed, **detail)

@@ -6,19 +6,36 @@ knows only the ledger entry. Every rule a fault adds carries ``-m comment --comm
 faultline:<id>``; heal lists the host's rules (``iptables -S``) and deletes exactly the
 ones with that comment, so healing is idempotent and never touches anything else.
 
-Rules are applied with ``transport.run(..., sudo=True)``: on a local network namespace and
-on an SSH host that is the host's own netfilter; for a Docker container the docker
-transport runs the command in the container's network namespace (see docs/nemeses.md).
+Rules are applied with :func:`net_run`: on a local network namespace and on an SSH host
+that is the host's own netfilter; for a Docker container it is the container's network
+namespace entered from the Docker host (``run(..., net=True)``, see docs/nemeses.md).
 """
 from __future__ import annotations
 
+import inspect
 import shlex
 from dataclasses import dataclass
+from typing import Sequence
 
 from harness.transport.base import CommandFailed, Transport
 
 TAG_PREFIX = "faultline:"
 CHAINS = ("INPUT", "OUTPUT", "FORWARD")
+
+
+def net_run(transport: Transport, cmd: str | Sequence[str], **kw):
+    """Run a network command (iptables, tc, ip, ss) where the host's network namespace is.
+
+    For a container that is its namespace entered from the Docker host (``net=True``: the
+    host's iptables/tc act on the container's interfaces, no NET_ADMIN or iptables needed
+    in the image); for other transports ``run`` already executes there."""
+    try:
+        takes_net = "net" in inspect.signature(transport.run).parameters
+    except (TypeError, ValueError):
+        takes_net = False
+    if takes_net:
+        kw["net"] = True
+    return transport.run(cmd, sudo=True, **kw)
 
 
 def tag(fault_id: str) -> str:
@@ -60,22 +77,22 @@ def add_rules(transport: Transport, rules: list[Rule], fault_id: str) -> None:
     comment = tag(fault_id)
     for r in rules:
         argv = r.argv(comment)
-        res = transport.run(["iptables", "-w", "5", "-I", *argv], sudo=True)
+        res = net_run(transport, ["iptables", "-w", "5", "-I", *argv])
         if not res.ok:
             raise CommandFailed(res)
 
 
 def add_raw(transport: Transport, table: str, chain: str, spec: list[str], fault_id: str) -> None:
     """A rule other than a DROP (DNAT, REJECT) in ``table``, tagged like the others."""
-    res = transport.run(["iptables", "-w", "5", "-t", table, "-I", chain, "-m", "comment",
-                         "--comment", tag(fault_id), *spec], sudo=True)
+    res = net_run(transport, ["iptables", "-w", "5", "-t", table, "-I", chain, "-m", "comment",
+                              "--comment", tag(fault_id), *spec])
     if not res.ok:
         raise CommandFailed(res)
 
 
 def tagged_rules(transport: Transport, fault_id: str | None = None, table: str = "filter") -> list[list[str]]:
     """The ``-A ...`` rule specs on the host carrying our tag (one fault, or any faultline one)."""
-    res = transport.run(["iptables", "-w", "5", "-t", table, "-S"], sudo=True)
+    res = net_run(transport, ["iptables", "-w", "5", "-t", table, "-S"])
     if not res.ok:
         return []
     want = tag(fault_id) if fault_id else TAG_PREFIX
@@ -99,6 +116,6 @@ def remove_rules(transport: Transport, fault_id: str | None, tables: tuple[str, 
     n = 0
     for table in tables:
         for parts in tagged_rules(transport, fault_id, table):
-            res = transport.run(["iptables", "-w", "5", "-t", table, "-D", *parts[1:]], sudo=True)
+            res = net_run(transport, ["iptables", "-w", "5", "-t", table, "-D", *parts[1:]])
             n += int(res.ok)
     return n
