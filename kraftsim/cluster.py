@@ -67,7 +67,7 @@ def _pid_of(path: Path, root: Path) -> int | None:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (OSError, ValueError):
         return None
-    if "kraftsim" not in cmd or str(root) not in cmd:
+    if "kraftsim" not in cmd:
         return None
     return pid
 

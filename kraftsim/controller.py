@@ -112,10 +112,8 @@ class Controller:
         ps.elr = [r for r in ps.elr if r not in ps.isr]
         if len(ps.isr) >= self._topic_cfg(ps.topic, "min.insync.replicas"):
             ps.elr = []
-        if ps.elr:
+        if ps.isr or ps.leader != NO_LEADER:
             ps.last_known_elr = []
-        elif not ps.isr and not ps.last_known_elr and ps.last_leader != NO_LEADER:
-            ps.last_known_elr = [ps.last_leader]
 
     def _elect(self, ps: PartitionState, exclude: set[int] = frozenset()) -> tuple[int, str, int]:
         """(leader, reason, leader_recovery_state) for a partition that needs a leader."""
@@ -254,10 +252,13 @@ class Controller:
             # KIP-966: an unclean shutdown may have lost data below the HWM: leave the ELR.
             recs = []
             for ps in list(self.image.all_partitions()):
-                if bid in ps.elr or bid in ps.last_known_elr:
+                if bid in ps.elr:
                     new = copy.deepcopy(ps)
                     new.elr = [r for r in ps.elr if r != bid]
-                    new.last_known_elr = [r for r in ps.last_known_elr if r != bid]
+                    if not new.isr and bid not in new.last_known_elr:
+                        # KIP-966 LastKnownELR: remembered as the last resort when ISR and ELR
+                        # are both empty ("last known leader" election), never preferred to the ELR.
+                        new.last_known_elr = new.last_known_elr + [bid]
                     recs.append(self._commit_partition(ps, new, "unclean_shutdown"))
             if recs:
                 self.append(recs)
