@@ -126,9 +126,11 @@ def build_context(data: RunData) -> dict[str, Any]:
     lost = tables.lost_writes_table(lost_raw, data.verdict) if lost_raw is not None and not lost_raw.empty \
         else pd.DataFrame(columns=list(tables.LOST_ALIASES))
     by_part = _lost_by_partition(data, lost)
-    per_partition = [{"key": k, "count": n, "table": tables.to_html(lost[lost["partition"] == k].drop(columns=["partition"]),
-                                                                      cls="data lost")}
-                     for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], ev.pkey_order(kv[0])))]
+    per_partition = []
+    for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], ev.pkey_order(kv[0]))):
+        rows_k = lost[lost["partition"] == k].drop(columns=["partition"])
+        per_partition.append({"key": k, "count": n, "shown": len(rows_k),
+                              "table": tables.to_html(rows_k, cls="data lost") if len(rows_k) else ""})
     lost_parquet = d / "anomalies" / "lost_write.parquet"
 
     # every lost write's ack time for the plot: only three columns of the full CSV
