@@ -67,7 +67,9 @@ def _serve(role: str, config_path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kraftsim import __version__
     ap = argparse.ArgumentParser(prog="python -m kraftsim", description="embedded KRaft cluster for faultline")
+    ap.add_argument("--version", action="version", version=f"kraftsim {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for role in ("controller", "broker"):
         p = sub.add_parser(role)
