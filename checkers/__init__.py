@@ -1,1 +1,6 @@
-"""faultline package."""
+"""Spark checkers: decide from the recorded history alone whether acknowledged writes were lost.
+
+The package imports only pyspark and :mod:`workloads.history` so that ``spark-submit`` can ship
+it to workers that do not have the harness installed (DESIGN.md, "Rooms"). Entry point:
+:func:`checkers.job.check_run` and ``python -m checkers RUN_DIR``.
+"""

@@ -1,0 +1,35 @@
+"""CLI: ``python -m checkers RUN_DIR [--spark-master URL] [--expect no-loss|loss]``.
+
+Also the ``spark-submit`` entry point (``spark-submit checkers/__main__.py RUN_DIR`` with the
+repo on PYTHONPATH or shipped via ``--py-files``). Exit codes: 0 valid/as expected, 1 not as
+expected, 2 unreadable input (one line on stderr, never a traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m checkers", description="Check a faultline run directory.")
+    ap.add_argument("run_dir")
+    ap.add_argument("--spark-master", default=None, help="e.g. spark://127.0.0.1:7077 (default local[2])")
+    ap.add_argument("--expect", choices=("no-loss", "loss"), default=None,
+                    help="override run.json's expect")
+    args = ap.parse_args(argv)
+    from checkers.job import check_run
+    from checkers.load import CheckerInputError
+    try:
+        v = check_run(args.run_dir, spark_master=args.spark_master, expect=args.expect)
+    except CheckerInputError as exc:
+        print(f"checker: {exc}", file=sys.stderr)
+        return 2
+    c = v["counts"]
+    print(f"valid={v['valid']} expected={v['expected']} as_expected={v['as_expected']} "
+          f"acked_writes={v['acked_writes']} lost_write={c['lost_write']} unseen_at_end={c['unseen_at_end']} "
+          f"invalid_because={','.join(v['invalid_because']) or '-'}")
+    return 0 if v["as_expected"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Derived frames every anomaly family shares: sends, reads, drain ends, the observed log.
+
+Why one place: each family asks the same questions of the raw history ("which sends were
+acknowledged, at what offset?", "what did readers see?"); deriving them once keeps the
+definitions in docs/anomalies.md and the code in step. Jepsen's vocabulary: a send is an
+invoke paired with its completion (ok / fail / info) by ``(process, op)``; a send with no
+completion at all is indeterminate, i.e. ``info``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from workloads import history as H
+
+TP = ["topic", "partition"]
+
+
+@dataclass
+class Frames:
+    sends: DataFrame       # one row per send op: process, op, topic, partition, value, offset, type, error, error_code, invoke_t, complete_t
+    ok_sends: DataFrame    # sends acknowledged (type ok, offset known); ack_t = complete_t
+    reads: DataFrame       # one row per message read by poll or drain: process, op, f, t, topic, partition, offset, value
+    poll_ops: DataFrame    # one row per (reader process, op, topic, partition): t_first, t_last, min_offset, max_offset, n
+    drain_end: DataFrame   # topic, partition, drain_end (offset the final drain read up to), drain_end_t
+    log: DataFrame         # distinct (topic, partition, offset, value) seen by ok sends or reads
+    part_stats: DataFrame  # per topic-partition: max_read_offset, max_acked_offset, acked, drain_end, drain_end_t
+
+
+def derive(history: DataFrame) -> Frames:
+    """Build the shared frames from the raw history DataFrame (lazy; nothing is collected)."""
+    h = history
+    inv = (h.where((F.col("f") == H.SEND) & (F.col("type") == H.INVOKE))
+           .groupBy("process", "op")
+           .agg(F.min("t").alias("invoke_t"), F.first("topic", True).alias("i_topic"),
+                F.first("partition", True).alias("i_partition"), F.first("value", True).alias("i_value")))
+    cmp = (h.where((F.col("f") == H.SEND) & (F.col("type") != H.INVOKE))
+           .groupBy("process", "op")
+           .agg(F.min("t").alias("complete_t"),
+                # ok wins over info wins over fail if a writer ever recorded two completions
+                F.min(F.when(F.col("type") == H.OK, 0).when(F.col("type") == H.INFO, 1).otherwise(2)).alias("_rank"),
+                F.first("topic", True).alias("c_topic"), F.first("partition", True).alias("c_partition"),
+                F.first("offset", True).alias("offset"), F.first("value", True).alias("c_value"),
+                F.first("error", True).alias("error"), F.first("error_code", True).alias("error_code")))
+    sends = (inv.join(cmp, ["process", "op"], "full_outer")
+             .select("process", "op",
+                     F.coalesce("c_topic", "i_topic").alias("topic"),
+                     F.coalesce("c_partition", "i_partition").alias("partition"),
+                     F.coalesce("c_value", "i_value").alias("value"),
+                     "offset",
+                     F.when(F.col("_rank") == 0, H.OK).when(F.col("_rank") == 2, H.FAIL)
+                      .otherwise(H.INFO).alias("type"),
+                     "error", "error_code", "invoke_t", "complete_t"))
+    ok_sends = (sends.where((F.col("type") == H.OK) & F.col("offset").isNotNull() & F.col("partition").isNotNull())
+                .withColumn("ack_t", F.col("complete_t")))
+
+    reads = (h.where(F.col("f").isin(H.POLL, H.DRAIN) & (F.col("type") == H.OK)
+                     & F.col("offset").isNotNull() & F.col("partition").isNotNull())
+             .select("process", "op", "f", "t", "topic", "partition", "offset", "value"))
+    poll_ops = (reads.groupBy("process", "op", "f", *TP)
+                .agg(F.min("t").alias("t_first"), F.max("t").alias("t_last"),
+                     F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
+                     F.count(F.lit(1)).alias("n")))
+    drain_end = (h.where((F.col("f") == H.DRAIN_END) & (F.col("type") == H.OK) & F.col("offset").isNotNull())
+                 .groupBy(*TP).agg(F.max("offset").alias("drain_end"), F.max("t").alias("drain_end_t")))
+    log = (reads.select(*TP, "offset", "value")
+           .unionByName(ok_sends.select(*TP, "offset", "value")).distinct())
+
+    read_stats = poll_ops.groupBy(*TP).agg(F.max("max_offset").alias("max_read_offset"))
+    ack_stats = ok_sends.groupBy(*TP).agg(F.max("offset").alias("max_acked_offset"),
+                                          F.count(F.lit(1)).alias("acked"))
+    part_stats = (ack_stats.join(read_stats, TP, "full_outer").join(drain_end, TP, "full_outer")
+                  .fillna(0, subset=["acked"]))
+    return Frames(sends, ok_sends, reads, poll_ops, drain_end, log, part_stats)

@@ -1,0 +1,38 @@
+"""One SparkSession per check, sized for a small box.
+
+Why these settings: the default 200 shuffle partitions turn every groupBy of a test-sized
+history into 200 empty tasks, and the UI/log noise costs seconds on a shared 2-core machine.
+A ``--spark-master spark://...`` URL runs the identical job on a standalone cluster.
+"""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[2]"
+
+
+def make_session(master: str | None = None, app_name: str = "faultline-checker",
+                 shuffle_partitions: int | None = None,
+                 driver_memory: str = "1g") -> SparkSession:
+    """Build (or reuse) a SparkSession configured for a 2-core box unless told otherwise."""
+    master = master or os.environ.get("FAULTLINE_SPARK_MASTER") or DEFAULT_MASTER
+    parts = shuffle_partitions or int(os.environ.get("FAULTLINE_SHUFFLE_PARTITIONS", "4"))
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(parts))
+        .config("spark.default.parallelism", str(parts))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.autoBroadcastJoinThreshold", str(32 * 1024 * 1024))
+    )
+    if master.startswith("spark://"):
+        # a small standalone worker: ask for what one 2-core worker can give
+        builder = builder.config("spark.executor.memory", "1g").config("spark.cores.max", "2")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
