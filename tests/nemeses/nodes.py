@@ -6,7 +6,6 @@ service it runs is whatever command the test gives (a kraftsim broker, a UDP lis
 """
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time
@@ -24,31 +23,37 @@ class TestNode:
 
     def __init__(self, name: str, role: str, node_id: int, address: str, netns: str | None = None,
                  command: list[str] | None = None, log_path: str = "/dev/null",
-                 pid_file: str | None = None):
+                 pid_file: str | None = None, transport=None, env: dict[str, str] | None = None,
+                 sudo: bool = False):
         self.name, self.role, self.node_id, self.address = name, role, node_id, address
-        self.transport = LocalTransport(name, netns=netns)
+        self.transport = transport or LocalTransport(name, netns=netns)
         self.command, self.log_path, self.pid_file = command, log_path, pid_file
+        self.env, self.sudo = env, sudo
         self.pids: list[int] = []
 
     def start_service(self) -> None:
         assert self.command, f"{self.name}: no service command"
-        pid = self.transport.spawn(self.command, log_path=self.log_path)
+        pid = self.transport.spawn(self.command, log_path=self.log_path, env=self.env, sudo=self.sudo)
         self.pids = [pid]
         if self.pid_file:
-            Path(self.pid_file).write_text(f"{pid}\n")
+            self.transport.write_text(self.pid_file, f"{pid}\n", sudo=self.sudo)
 
     def stop_service(self, sig: int = signal.SIGTERM) -> None:
         for pid in self.service_pids():
-            kill_process_group(pid, sig)
+            if isinstance(self.transport, LocalTransport):
+                kill_process_group(pid, sig)
+            else:
+                self.transport.signal(pid, sig, sudo=self.sudo)
         deadline = time.monotonic() + 10
         while any(self.transport.pid_alive(p) for p in self.service_pids()) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def service_pids(self) -> list[int]:
         pids = list(self.pids)
-        if self.pid_file and os.path.exists(self.pid_file):
+        text = self.transport.read_text(self.pid_file) if self.pid_file else None
+        if text:
             try:
-                pids.append(int(Path(self.pid_file).read_text().split()[0]))
+                pids.append(int(text.split()[0]))
             except (ValueError, IndexError):
                 pass
         return [p for p in dict.fromkeys(pids) if self.transport.pid_alive(p)]

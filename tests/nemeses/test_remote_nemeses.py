@@ -1,0 +1,196 @@
+"""Must-show 5 (SSH half): the same nemesis code, through the SSH transport, against a
+kraftsim broker on an sshd-in-namespace lab host.
+
+A real OpenSSH sshd runs in the namespace of host ``s1`` (netlab lab "nem"); broker 1 is
+started on it over SSH (sudo), the controller and broker 2 run in their own namespaces.
+The page-cache-loss cut (script over ``python3 -`` through SSH) and a cut-from-controller
+partition (iptables over SSH) act on s1; results are read from the segment files and from
+kraftsim's own event logs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.transport.ssh import SshTransport
+from nemeses.netfilter import tagged_rules
+from nemeses.partition import Partition
+from nemeses.reboot import Reboot
+from tests.nemeses.kraftsim_cluster import wait_for
+from tests.nemeses.nodes import TestNode, make_ctx
+from tests.nemeses.segments import log_end_offset
+from tests.support.netlab import NetLab, cleanup_stale, sh
+
+REPO = str(Path(__file__).resolve().parents[2])
+USER = "fl-nem-ssh"
+SUDOERS = Path("/etc/sudoers.d/faultline-nemeses-tests")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for l in path.read_text().splitlines():
+        try:
+            out.append(json.loads(l))
+        except ValueError:
+            pass
+    return out
+
+
+def remove_user() -> None:
+    sh("pkill", "-KILL", "-u", USER, check=False)
+    sh("userdel", USER, check=False)
+    SUDOERS.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    # sshd drops privileges to the test user: its files must be on a world-traversable path
+    root = Path(tempfile.mkdtemp(prefix="fl-nem-ssh-"))
+    os.chmod(root, 0o755)
+    cleanup_stale("nem")
+    remove_user()
+    lab = NetLab("nem", ["c", "s1", "s2"]).up()
+    sshd = None
+    try:
+        sh("useradd", "-M", "-d", str(root / "home"), "-s", "/bin/sh", USER)
+        sh("usermod", "-p", "*", USER)                       # key auth needs an unlocked account
+        SUDOERS.write_text(f"{USER} ALL=(ALL) NOPASSWD: ALL\n")
+        os.chmod(SUDOERS, 0o440)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "client"))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "hostkey"))
+        (root / "authorized_keys").write_text((root / "client.pub").read_text())
+        ip = lab.ips["s1"]
+        (root / "sshd_config").write_text(
+            f"ListenAddress {ip}:22\nHostKey {root}/hostkey\nPidFile {root}/sshd.pid\n"
+            f"AuthorizedKeysFile {root}/authorized_keys\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\nUseDNS no\n")
+        (root / "known_hosts").write_text(f"{ip} {(root / 'hostkey.pub').read_text().strip()}\n")
+        sshd = subprocess.Popen(["ip", "netns", "exec", lab.ns("s1"), "/usr/sbin/sshd", "-D", "-e", "-f",
+                                 str(root / "sshd_config")], stdout=open(root / "sshd.log", "ab"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: _tcp(ip, 22), 15, "sshd listening")
+        yield lab, root
+    finally:
+        if sshd is not None:
+            os.killpg(sshd.pid, 9)
+        lab.down()
+        remove_user()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _tcp(ip: str, port: int) -> bool:
+    try:
+        socket.create_connection((ip, port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def write_props(path: Path, d: dict) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in d.items()))
+
+
+def test_page_cache_loss_and_controller_cut_over_ssh(lab):
+    netlab, root = lab
+    ips = netlab.ips
+    ctl_addr = f"{ips['c']}:9093"
+    d = root / "cluster"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    common = {"log.flush.interval.messages": 40, "min.insync.replicas": 1}
+    write_props(d / "controller.properties", {"node.id": 1000, "process.roles": "controller",
+                "listeners": f"CONTROLLER://{ctl_addr}", "metadata.log.dir": d / "controller" / "metadata",
+                "event.log": d / "controller" / "events.jsonl", **common})
+    for i, h in ((1, "s1"), (2, "s2")):
+        write_props(d / f"broker-{i}.properties", {"node.id": i, "process.roles": "broker",
+                    "listeners": f"PLAINTEXT://{ips[h]}:9092", "controller.quorum.bootstrap.servers": ctl_addr,
+                    "log.dirs": d / f"broker-{i}" / "data", "event.log": d / f"broker-{i}" / "events.jsonl",
+                    "pid.file": d / f"broker-{i}.pid", **common})
+    py = [sys.executable, "-m", "kraftsim"]
+    env = {"PYTHONPATH": REPO}
+    ssh = SshTransport("s1", ips["s1"], 22, USER, str(root / "client"), known_hosts=str(root / "known_hosts"),
+                       sudo=True)
+    ctl = TestNode("controller", "controller", 1000, ips["c"], netns=netlab.ns("c"),
+                   command=[*py, "controller", "--config", str(d / "controller.properties")],
+                   log_path=str(d / "controller.log"), env=env)
+    b1 = TestNode("broker-1", "broker", 1, ips["s1"], transport=ssh, sudo=True, env=env,
+                  command=[*py, "broker", "--config", str(d / "broker-1.properties")],
+                  log_path=str(d / "broker-1.log"), pid_file=str(d / "broker-1.pid"))
+    b1.log_dirs = [str(d / "broker-1" / "data")]
+    b2 = TestNode("broker-2", "broker", 2, ips["s2"], netns=netlab.ns("s2"), env=env,
+                  command=[*py, "broker", "--config", str(d / "broker-2.properties")],
+                  log_path=str(d / "broker-2.log"))
+    try:
+        for n in (ctl, b1, b2):
+            n.start_service()
+        cev = d / "controller" / "events.jsonl"
+        wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
+                 45, "both brokers unfenced")
+        assert ssh.run(["cat", f"/proc/{b1.service_pids()[0]}/cmdline"]).stdout.count("kraftsim") == 1
+        bootstrap = f"{ips['s1']}:9092,{ips['s2']}:9092"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("r", 1, 2)])["r"].result(30)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        acked = []
+        wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "r" for e in events(cev)),
+                 20, "topic r has a leader")
+        for i in range(230):
+            p.produce("r", f"v{i}".encode(), partition=0, on_delivery=lambda e, m: acked.append(e is None))
+            if i % 20 == 19:
+                p.flush(20)
+        p.flush(30)
+        assert sum(acked) == 230
+
+        ctx = make_ctx(root / "ctx", [ctl, b1, b2])
+        # -- page-cache loss through SSH -------------------------------------------------
+        nem = Reboot()
+        nem.setup(ctx)
+        old = b1.service_pids()
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        assert not any(b1.transport.pid_alive(x) for x in old)
+        part = rec.undo["detail"]["broker-1"]["partitions"]["r-0"]
+        assert log_end_offset(d / "broker-1" / "data" / "r-0") == part["expected_log_end_offset"] == part["recovery_point"]
+        t0 = time.time()
+        nem.stop(rec)                                              # restarted over SSH
+        rev = wait_for(lambda: [e for e in events(d / "broker-1" / "events.jsonl")
+                                if e.get("event") == "recovery" and e.get("topic") == "r" and e["wall"] >= t0 - 1],
+                       30, "kraftsim recovery on broker-1")
+        assert rev[0]["log_end_offset"] == part["expected_log_end_offset"]
+        wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
+                          and e["wall"] >= t0], 30, "broker-1 back")
+        # -- cut broker-1 from the controller: rules over SSH on s1 ------------------------
+        part_nem = Partition()
+        part_nem.setup(ctx)
+        t1 = time.time()
+        prec = part_nem.start(["broker-1"], shape="controller")
+        assert tagged_rules(ssh, prec.id), "no rule on the SSH host"
+        wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_fenced" and e.get("broker") == 1
+                          and e["wall"] >= t1], 30, "controller fences the cut broker (seed 002)")
+        t2 = time.time()
+        part_nem.stop(prec)
+        assert tagged_rules(ssh) == []
+        wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
+                          and e["wall"] >= t2], 30, "broker-1 unfenced after heal")
+    finally:
+        for n in (b1, b2, ctl):
+            try:
+                n.stop_service(9)
+            except Exception:
+                pass
+        ssh.close()
