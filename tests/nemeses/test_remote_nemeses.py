@@ -194,3 +194,116 @@ def test_page_cache_loss_and_controller_cut_over_ssh(lab):
             except Exception:
                 pass
         ssh.close()
+
+
+# ---- Docker: kraftsim brokers in real containers (harness.docker_cluster, the documented way)
+
+DOCKER_LABEL = {"faultline.nemtest": "1"}
+
+
+def docker_inventory(tmp: Path) -> Path:
+    """inventory/docker.yaml with this suite's names, network and subnet (lab "nem"), so
+    neither a developer's cluster nor the remote-target tests' containers are touched."""
+    import yaml
+    doc = yaml.safe_load((Path(REPO) / "inventory" / "docker.yaml").read_text())
+    v = doc["all"]["vars"]
+    v["docker_network"], v["docker_subnet"] = "fl-nem", "10.250.6.0/24"
+    v["docker_kraftsim_settings"] = {**v["docker_kraftsim_settings"], "min.insync.replicas": 1,
+                                     "default.replication.factor": 2, "log.flush.interval.messages": 40}
+    ctl = doc["all"]["children"]["controllers"]["hosts"]["controller"]
+    ctl["faultline_container"], ctl["kafka_listeners"] = "fl-nem-controller", "CONTROLLER://10.250.6.10:9093"
+    doc["all"]["children"]["brokers"]["hosts"] = {
+        f"broker-{i}": {"faultline_container": f"fl-nem-broker-{i}", "kafka_node_id": i,
+                        "kafka_listeners": f"PLAINTEXT://10.250.6.{10 + i}:9092"} for i in (1, 2)}
+    path = tmp / "docker-nem.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def remove_docker_objects() -> None:
+    import docker
+    c = docker.from_env()
+    for ct in c.containers.list(all=True, filters={"label": "faultline.nemtest=1"}):
+        ct.remove(force=True, v=True)
+    for vol in c.volumes.list(filters={"label": "faultline.nemtest=1"}):
+        vol.remove(force=True)
+    for n in c.networks.list(filters={"label": "faultline.nemtest=1"}):
+        n.remove()
+
+
+@pytest.fixture(scope="module")
+def docker_lab(tmp_path_factory):
+    from harness import docker_cluster
+    from harness.cluster import ClusterNode
+    from harness.inventory import load_inventory
+    from tests.remote import dockerlab
+    dockerlab.ensure_dockerd()
+    cleanup_stale("nem")
+    remove_docker_objects()
+    dockerlab.build_image()
+    inv = load_inventory(docker_inventory(tmp_path_factory.mktemp("dockernem")))
+    try:
+        transports = docker_cluster.up(inv, extra_labels=DOCKER_LABEL)
+        nodes = {n: ClusterNode(s, transports[n]) for n, s in inv.hosts.items()}
+        yield inv, nodes
+    finally:
+        docker_cluster.down(inv)
+        remove_docker_objects()
+
+
+def test_page_cache_loss_and_controller_cut_in_docker(docker_lab, tmp_path):
+    import docker
+    inv, nodes = docker_lab
+    client = docker.from_env()
+
+    def vol(host: str, rel: str) -> Path:
+        v = client.volumes.get(f"{inv.hosts[host].container}-data")
+        return Path(v.attrs["Mountpoint"]) / rel
+
+    cev = vol("controller", "events.jsonl")
+    wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
+             60, "both containerised brokers unfenced")
+    bootstrap = inv.bootstrap or "10.250.6.11:9092,10.250.6.12:9092"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("r", 1, 2)])["r"].result(30)
+    wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "r" for e in events(cev)),
+             20, "topic r has a leader")
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    acked = []
+    for i in range(230):
+        p.produce("r", f"v{i}".encode(), partition=0, on_delivery=lambda e, m: acked.append(e is None))
+        if i % 20 == 19:
+            p.flush(20)
+    p.flush(30)
+    assert sum(acked) == 230
+    ctx = make_ctx(tmp_path, list(nodes.values()))
+    b1 = nodes["broker-1"]
+    # -- page-cache loss: the script runs inside the container (python3 -, stdin staged) ----
+    nem = Reboot()
+    nem.setup(ctx)
+    rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+    part = rec.undo["detail"]["broker-1"]["partitions"]["r-0"]
+    assert log_end_offset(vol("broker-1", "data/r-0")) == part["expected_log_end_offset"] == part["recovery_point"]
+    assert part["log_end_offset_before"] == 230
+    t0 = time.time()
+    nem.stop(rec)
+    rev = wait_for(lambda: [e for e in events(vol("broker-1", "events.jsonl"))
+                            if e.get("event") == "recovery" and e.get("topic") == "r" and e["wall"] >= t0 - 1],
+                   30, "kraftsim recovery in the container")
+    assert rev[0]["log_end_offset"] == part["expected_log_end_offset"]
+    wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
+                      and e["wall"] >= t0], 30, "broker-1 back")
+    # -- cut from the controller: rules in the container's namespace, from the Docker host --
+    pn = Partition()
+    pn.setup(ctx)
+    t1 = time.time()
+    prec = pn.start(["broker-1"], shape="controller")
+    assert tagged_rules(b1.transport, prec.id)
+    assert f"faultline:{prec.id}" not in subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+    wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_fenced" and e.get("broker") == 1
+                      and e["wall"] >= t1], 30, "controller fences the cut container")
+    t2 = time.time()
+    pn.stop(prec)
+    assert tagged_rules(b1.transport) == []
+    wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
+                      and e["wall"] >= t2], 30, "broker-1 unfenced after heal")
