@@ -533,7 +533,7 @@ class Broker:
     def _fetch_partition(self, tname: str | None, pd: Any, rid: int, repoch: int, v: int) -> tuple[dict, int]:
         p = int(pd.partition)
         base = {"partition_index": p, "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                "aborted_transactions": None, "records": None}
+                "aborted_transactions": None, "records": b""}
         if tname is None:
             return {**base, "error_code": ErrorCode.unknown_topic_id if v >= 13 else ErrorCode.unknown_topic_or_partition}, 0
         r, err = self._leader_replica(tname, p)
@@ -568,7 +568,7 @@ class Broker:
                 data = log.read(off, int(pd.partition_max_bytes) or MAX_PARTITION_BYTES, max_offset_exclusive=r.hwm) if off < r.hwm else b""
             except OffsetOutOfRange:
                 return {**base, "error_code": ErrorCode.offset_out_of_range}, 0
-        return {**base, "error_code": ErrorCode.none, "records": data or None}, len(data)
+        return {**base, "error_code": ErrorCode.none, "records": data}, len(data)
 
     async def h_list_offsets(self, header: Any, req: Any, peer: Peer) -> Any:
         cls = load_response_schema(2, req.__version__)
@@ -652,6 +652,11 @@ class Broker:
         if getattr(req, "transactional_id", None):
             return build(cls, {"error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1,
                                "producer_epoch": -1})
+        old_pid = int(getattr(req, "producer_id", -1))
+        old_epoch = int(getattr(req, "producer_epoch", -1))
+        if old_pid >= 0 and 0 <= old_epoch < 32766:
+            # KIP-360: an idempotent producer bumps its epoch after an unresolved sequence.
+            return build(cls, {"producer_id": old_pid, "producer_epoch": old_epoch + 1, "throttle_time": 0})
         # Unique without a coordinator: node id in the high bits, wall-clock ms + a counter below.
         self.pid_seq += 1
         pid = (self.node_id << 44) | ((int(time.time() * 1000) << 4) + self.pid_seq) & ((1 << 44) - 1)
