@@ -339,7 +339,8 @@ class Broker:
         s.add((r.topic, r.partition))
         t = self.fetchers.get(r.leader)
         if t is None or t.done():
-            self.fetchers[r.leader] = asyncio.ensure_future(self.fetcher(r.leader))
+            leader = r.leader
+            self.fetchers[leader] = asyncio.ensure_future(self._supervise(lambda: self.fetcher(leader)))
 
     def fetchers_remove(self, r: Replica) -> None:
         for s in self.fetch_sets.values():
@@ -711,10 +712,23 @@ class Broker:
             19: self.h_create_topics, 22: self.h_init_producer_id, 23: self.h_offset_for_leader_epoch,
             75: self.h_describe_topic_partitions}, on_error=self.ev.log)
         await self.server.start(self.host, self.port)
-        self.tasks = [asyncio.ensure_future(c) for c in
-                      (self.lifecycle_loop(), self.metadata_loop(), self.alter_loop(), self.leader_loop())]
+        self.tasks = [asyncio.ensure_future(self._supervise(f)) for f in
+                      (self.lifecycle_loop, self.metadata_loop, self.alter_loop, self.leader_loop)]
         await stop.wait()
         await self.shutdown()
+
+    async def _supervise(self, loop_fn) -> None:  # noqa: ANN001
+        """Keep a channel loop alive: an unexpected error is logged once and the loop restarts
+        (a broker whose heartbeat task died would be fenced forever without saying why)."""
+        while not self.stopping:
+            try:
+                await loop_fn()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                self.ev.log(f"{loop_fn.__name__} failed, restarting it: {type(e).__name__}: {e}")
+                await asyncio.sleep(0.5)
 
     async def shutdown(self) -> None:
         """Clean shutdown: controlled shutdown, then flush, checkpoints and the clean marker."""

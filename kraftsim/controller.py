@@ -458,13 +458,16 @@ class Controller:
     async def session_loop(self) -> None:
         while not self.stopping:
             await asyncio.sleep(0.1)
-            now = time.monotonic()
-            for bid, reg in list(self.image.brokers.items()):
-                if not reg.fenced and now - self.last_hb.get(bid, now) > self.session_s:
-                    self.fence(bid, "session_timeout")
-            recs = self._offline_election_records()
-            if recs:
-                self.append(recs)
+            try:
+                now = time.monotonic()
+                for bid, reg in list(self.image.brokers.items()):
+                    if not reg.fenced and now - self.last_hb.get(bid, now) > self.session_s:
+                        self.fence(bid, "session_timeout")
+                recs = self._offline_election_records()
+                if recs:
+                    self.append(recs)
+            except Exception as e:  # noqa: BLE001 - fencing must keep running; say why it hiccuped
+                self.ev.log(f"session check failed: {type(e).__name__}: {e}")
 
     async def run(self, stop: asyncio.Event) -> None:
         self.load()
