@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.transport.base import Transport
+from harness.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.netfilter import Rule, add_rules, net_run, remove_rules
 
@@ -126,7 +127,8 @@ class LinkDegrade(Nemesis):
         removed = 0
         for name in record.undo.get("hosts", []):
             n = self.ctx.nodes.get(name)
-            if n is None:
+            if n is None:   # heal without nodes: only this machine can be reached; tags keep it exact
+                removed += remove_rules(LocalTransport(name), record.id)
                 continue
             removed += remove_rules(n.transport, record.id)
             dev = (record.undo.get("devs") or {}).get(name)

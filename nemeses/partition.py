@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from harness.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.netfilter import Rule, add_rules, remove_rules
 
@@ -128,6 +129,8 @@ class Partition(Nemesis):
         removed = 0
         for host in record.undo.get("hosts", []):
             node = self.ctx.nodes.get(host)
-            if node is not None:
-                removed += remove_rules(node.transport, record.id)
+            # a heal without the inventory's nodes: the embedded cluster's hosts are this
+            # machine; elsewhere nothing carries this fault's tag, so nothing is touched
+            t = node.transport if node is not None else LocalTransport(host)
+            removed += remove_rules(t, record.id)
         self.end(record, rules_removed=removed)
