@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from checkers import aggregates, attribution, divergence, failed, invariants, lost, polls, realtime, sends
 from checkers.frames import Frames, derive
-from checkers.load import CheckerInputError, RunInputs, load_run
+from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.session import make_session
 from checkers.verdict import build_verdict
 
@@ -234,6 +234,7 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     if expect is not None and expect not in ("no-loss", "loss"):
         raise CheckerInputError(f"--expect {expect!r}: want 'no-loss' or 'loss'")
     rd = Path(run_dir)
+    precheck(rd)
     own = spark is None
     started = time.time()
     session = spark or make_session(spark_master)

@@ -162,8 +162,8 @@ def _optional_json(spark: SparkSession, paths: list[Path], schema: T.StructType,
     return df
 
 
-def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
-    """Read one run directory. Raises CheckerInputError with a one-line reason."""
+def precheck(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[str]]:
+    """Driver-side checks that need no Spark: fail fast, in one line, before a JVM starts."""
     rd = Path(run_dir)
     if not rd.is_dir():
         raise CheckerInputError(f"{rd}: not a directory; want a run directory results/<run-id>/")
@@ -173,6 +173,13 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
         raise CheckerInputError(f"{rd / 'history'}: no *.jsonl files; want at least one history file (docs/history-format.md)")
     for p in files:
         _check_history_file(Path(p))
+    return run, files
+
+
+def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
+    """Read one run directory. Raises CheckerInputError with a one-line reason."""
+    rd = Path(run_dir)
+    run, files = precheck(rd)
     hist = read_history(spark, files)
 
     timeline = _optional_json(spark, [rd / "timeline.jsonl"], TIMELINE_SCHEMA)
