@@ -406,7 +406,7 @@ class Broker:
         if code is not ErrorCode.none:
             return True
         div = pd.diverging_epoch
-        if int(div.epoch) >= 0 or int(div.end_offset) >= 0:
+        if int(div.epoch) >= 0 and int(div.end_offset) >= 0:  # Kafka's FetchResponse.isDivergingEpoch
             fe, fo = r.log.end_offset_for_epoch(int(div.epoch))
             target = min(int(div.end_offset), fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
             if target < r.log.log_end_offset:
@@ -554,7 +554,7 @@ class Broker:
             lfe = int(getattr(pd, "last_fetched_epoch", -1))
             if lfe >= 0:
                 e, end = log.end_offset_for_epoch(lfe)
-                if e < lfe or end < off:
+                if e >= 0 and end >= 0 and (e < lfe or end < off):
                     return {**base, "error_code": ErrorCode.none,
                             "diverging_epoch": {"epoch": e, "end_offset": end}}, 1
             if off > log.log_end_offset or off < log.log_start_offset:
