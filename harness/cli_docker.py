@@ -58,14 +58,15 @@ def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
 
 
 @docker_app.command("up")
-def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inventory/docker.yaml")) -> None:
-    """Create the inventory's network, data volumes and idle host containers, each with its
-    kraftsim server.properties; `faultline run` then starts the brokers in them."""
+def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inventory/docker.yaml"),
+       start: bool = typer.Option(True, "--start/--no-start", help="start kraftsim in the containers")) -> None:
+    """Create the inventory's network, data volumes and host containers, each with its
+    kraftsim server.properties, and start kraftsim in them with kafka_service.command."""
     from harness import docker_cluster
     from harness.transport.base import TransportError
     inv = _load(inventory)
     try:
-        made = docker_cluster.up(inv)
+        made = docker_cluster.up(inv, start=start)
     except (docker_cluster.DockerClusterError, TransportError) as e:
         typer.echo(f"faultline docker up: {e}", err=True)
         raise typer.Exit(getattr(e, "exit_code", 3))

@@ -26,6 +26,8 @@ import ipaddress
 import posixpath
 import re
 import shlex
+import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,9 +117,36 @@ def kraftsim_properties(inv: Inventory, spec: HostSpec, settings: dict[str, Any]
     return "".join(f"{k}={val}\n" for k, val in props.items())
 
 
+def start_services(inv: Inventory, transports: dict[str, DockerTransport], *, wait_s: float = 30.0) -> None:
+    """Start kraftsim on every host with its ``kafka_service`` (controllers first), the way
+    the run loop restarts it (harness.cluster.ClusterNode), and wait for each listener to
+    accept TCP from this machine."""
+    from harness.cluster import ClusterNode
+    order = sorted(inv.hosts.values(), key=lambda s: s.role != "controller")
+    for spec in order:
+        node = ClusterNode(spec, transports[spec.name])
+        if not node.service_pids():
+            node.start_service()
+    deadline = time.monotonic() + wait_s
+    for spec in order:
+        host, port = _hostport(spec.listeners)
+        while True:
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    log = transports[spec.name].read_text(spec.service.log) if spec.service and spec.service.log else None
+                    tail = (log or "").strip().splitlines()[-1:] or ["no log"]
+                    raise DockerClusterError(f"{spec.name}: kraftsim did not listen on {host}:{port} within "
+                                             f"{wait_s:.0f}s ({tail[0][:160]})") from None
+                time.sleep(0.2)
+
+
 def up(inv: Inventory, *, client: docker.DockerClient | None = None,
-       extra_labels: dict[str, str] | None = None) -> dict[str, DockerTransport]:
-    """Create the network, volumes and idle host containers; write each kraftsim config."""
+       extra_labels: dict[str, str] | None = None, start: bool = True) -> dict[str, DockerTransport]:
+    """Create the network, volumes and idle host containers; write each kraftsim config;
+    with ``start`` (default) start kraftsim in them and wait for the listeners."""
     if inv.transport != "docker":
         raise DockerInventoryError(f"{inv.path}: all.vars.faultline_transport: docker is wanted for `faultline docker up`")
     c = engine(client)
@@ -166,6 +195,12 @@ def up(inv: Inventory, *, client: docker.DockerClient | None = None,
         down(inv, client=c)
         msg = e.explanation if isinstance(e, docker.errors.APIError) and e.explanation else str(e)
         raise DockerClusterError(f"docker up failed: {str(msg).splitlines()[0]}") from None
+    if start:
+        try:
+            start_services(inv, out)
+        except (DockerClusterError, TransportError, CommandFailed) as e:
+            down(inv, client=c)
+            raise DockerClusterError(f"docker up: {e}") from None
     return out
 
 

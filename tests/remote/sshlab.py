@@ -164,3 +164,51 @@ class SshLab:
         self._del_veths()
         self._remove_users()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | None = None) -> Path:
+    """An ssh inventory of the lab's hosts running kraftsim (a ``controller`` host and
+    ``broker-N`` hosts), with each host's server.properties written under the lab dir.
+
+    The hosts log in as root with the lab's client key; kraftsim runs with this machine's
+    Python (the namespaces share our filesystem), started by the inventory's
+    ``kafka_service.command`` exactly as on a lab host."""
+    import sys
+
+    import yaml
+
+    settings = {"kip903.enabled": "true", "eligible.leader.replicas.version": 1,
+                "unclean.leader.election.enable": "false", "min.insync.replicas": 2,
+                "default.replication.factor": 3, **(settings or {})}
+    ctl = lab.by_name["controller"]
+    groups: dict[str, dict] = {"controllers": {"hosts": {}}, "brokers": {"hosts": {}}}
+    for i, (name, h) in enumerate(lab.by_name.items()):
+        role = "controller" if name == "controller" else "broker"
+        d = h.dir / "kraftsim"
+        d.mkdir(exist_ok=True)
+        listeners = f"CONTROLLER://{h.ip}:9093" if role == "controller" else f"PLAINTEXT://{h.ip}:9092"
+        node_id = 1000 if role == "controller" else int(name.rsplit("-", 1)[1])
+        props = {"node.id": node_id, "process.roles": role, "listeners": listeners,
+                 "event.log": d / "events.jsonl", "cluster.id": "faultline-ssh-lab-00000"}
+        if role == "controller":
+            props["metadata.log.dir"] = d / "metadata"
+        else:
+            props["controller.quorum.bootstrap.servers"] = f"{ctl.ip}:9093"
+            props["log.dirs"] = d / "data"
+        props.update(settings)
+        cfg = d / "server.properties"
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        groups[role + "s"]["hosts"][name] = {
+            "ansible_host": h.ip, "kafka_node_id": node_id, "kafka_listeners": listeners,
+            "kafka_data_dirs": [str(d / ("metadata" if role == "controller" else "data"))],
+            "kafka_event_log": str(d / "events.jsonl"),
+            "kafka_service": {"command": f"{sys.executable} -m kraftsim {role} --config {cfg}",
+                              "pidfile": str(d / "kraftsim.pid"), "log": str(d / "kraftsim.log")},
+        }
+    doc = {"all": {"vars": {"faultline_transport": "ssh", "ansible_user": "root",
+                            "ansible_ssh_private_key_file": lab.client_key,
+                            "faultline_known_hosts": lab.known_hosts,
+                            "kafka_cluster_id": "faultline-ssh-lab-00000"},
+                   "children": groups}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

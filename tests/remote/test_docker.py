@@ -80,9 +80,7 @@ def lab(tmp_path_factory):
     assert image == "faultline/kraftsim:latest"
     inv = dockerlab.load(dockerlab.test_inventory(tmp_path_factory.mktemp("dockerinv"), brokers=2))
     try:
-        lab = Lab(inv, docker_cluster.up(inv, extra_labels=dockerlab.TEST_LABEL))
-        for name in ("controller", "broker-1", "broker-2"):
-            lab.nodes[name].start_service()
+        lab = Lab(inv, docker_cluster.up(inv, extra_labels=dockerlab.TEST_LABEL))  # starts kraftsim too
         lab.wait_brokers({1, 2})
         yield lab
     finally:
