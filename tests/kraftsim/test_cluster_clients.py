@@ -78,3 +78,33 @@ def test_sigkill_leader_mid_stream_keeps_every_acked_write(kraftsim_cluster):
     lost = {v: a for v, a in prod.acked.items() if seen.get(v) != a}
     assert not lost, f"{len(lost)} acknowledged writes lost or moved: {list(lost.items())[:5]}"
     assert len(prod.acked) >= 2900
+
+
+def test_sigterm_is_a_clean_controlled_shutdown_and_launcher_stops_restarted_brokers(kraftsim_cluster):
+    import os
+    c = kraftsim_cluster(brokers=3)
+    create_topic(c.bootstrap, "cl", assignment=[[1, 2, 3]], min_isr=2)
+    prod = TrackingProducer(c.bootstrap)
+    for i in range(200):
+        prod.send("cl", f"c{i}".encode(), partition=0)
+    prod.flush(10)
+    old_epoch = max(e["broker_epoch"] for e in c.events() if e["event"] == "broker_registered" and e["broker"] == 1)
+    t0 = time.time()
+    c.signal("broker-1", signal.SIGTERM)
+    moved = c.wait_event(lambda e: e["event"] == "leader_elected" and e["topic"] == "cl", after=t0)
+    assert moved["reason"] == "controlled_shutdown" and moved["leader"] in (2, 3)
+    fenced = c.wait_event(lambda e: e["event"] == "broker_fenced" and e["broker"] == 1, after=t0)
+    assert fenced["reason"] == "controlled_shutdown"
+    end = time.time() + 10
+    while not (c.data_dir(1) / ".kafka_cleanshutdown").exists() and time.time() < end:
+        time.sleep(0.1)
+    assert (c.data_dir(1) / ".kafka_cleanshutdown").exists()
+    t1 = time.time()
+    c.start_broker(1)
+    reg = c.wait_event(lambda e: e["event"] == "broker_registered" and e["broker"] == 1, after=t1)
+    assert reg["clean_shutdown"] is True and reg["previous_broker_epoch"] == old_epoch
+    c.wait_event(lambda e: e["event"] == "broker_unfenced" and e["broker"] == 1, after=t1)
+    restarted = c.pid("broker-1")
+    c.stop()
+    assert c.launcher.returncode == 0
+    assert not os.path.exists(f"/proc/{restarted}") or "Z" in open(f"/proc/{restarted}/stat").read().rsplit(")", 1)[1].split()[0]
