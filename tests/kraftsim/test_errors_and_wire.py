@@ -10,14 +10,11 @@
 """
 from __future__ import annotations
 
-import io
-import os
 import socket
 import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from kio.index import load_response_schema
