@@ -71,7 +71,7 @@ def test_truncate_unflushed_cuts_exactly_the_unflushed_suffix(broker, tmp_path):
     assert [e["op"] for e in map(json.loads, (tmp_path / "ledger.jsonl").read_text().splitlines())][-1] == "healed"
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_random_cut_is_seeded_and_torn_tail_is_reported(tmp_path, seed):
     """A random cut lands between the recovery point and the end; the same seed cuts the same."""
     leos = []
