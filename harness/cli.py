@@ -66,9 +66,9 @@ def _mount_docker() -> None:
 def _status_line(status: Any) -> Text:
     el = time.monotonic() - status.started
     return Text.assemble(
-        (f"{status.phase:<12}", "bold"), f" {el:6.1f}s  acked ", (f"{status.acked}", "green"),
-        "  failed ", (f"{status.failed}", "red"), f"  info {status.info}  read {status.read}  ",
-        f"{status.ops_per_s:7.1f} ops/s  fault: ", (status.fault, "yellow"))
+        (f"{status.phase}", "bold"), f" {el:.0f}s | acked ", (f"{status.acked}", "green"),
+        " failed ", (f"{status.failed}", "red"), f" info {status.info} | read {status.read} | ",
+        f"{status.ops_per_s:.0f} ops/s | fault ", (status.fault, "yellow"))
 
 
 @app.command()
@@ -121,6 +121,11 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
         else:
             result = runner.run()
         ticker_stop.set()
+        runner.refresh_status()
+        err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
+        if result.exit_code == EXIT_OK:
+            err.print(f"checking {runner.run_dir} (Spark; log in checker.log) ...")
+            result = runner.check_and_report()
     except Interrupted:
         # arrived before the run loop's own handler could take it: heal what is registered
         rep = heal_all(ledger)
@@ -131,8 +136,6 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    runner.refresh_status()
-    err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
     for n in runner.notes:
         err.print(f"note: {n}")
     if result.exit_code == EXIT_INFRA:
@@ -165,8 +168,10 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
         from checkers.job import check_run
     except Exception as e:  # noqa: BLE001
         raise Exit(EXIT_INFRA, f"checker unavailable: {_one_line(e)}") from None
+    from harness.runner import stderr_to
     try:
-        v = check_run(rd, spark_master=spark_master, expect=expect)
+        with stderr_to(rd / "checker.log"):
+            v = check_run(rd, spark_master=spark_master, expect=expect)
     except (ValueError, FileNotFoundError) as e:
         raise Exit(EXIT_CONFIG, f"{rd}: {_one_line(e)}") from None
     except Exception as e:  # noqa: BLE001

@@ -16,6 +16,7 @@ by `faultline heal` or the next `faultline run` from the ledger.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -404,15 +405,52 @@ class Runner:
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)
             return RunResult(self.run_dir, None, 3, infra if not interrupted else infra)
+        return RunResult(self.run_dir, None, 0, "workload done")
+
+    def check_and_report(self) -> RunResult:
+        """The checker (Spark) and the report, after the cluster is gone; kept out of
+        :meth:`run` so the CLI can stop its live display first (Spark's JVM logs go to
+        ``RUN/checker.log``, not the terminal)."""
+        c = self.camp
         self.phase("check")
-        verdict = check(self.run_dir, c.expect)
+        try:
+            verdict = check(self.run_dir, c.expect)
+        except InfraError as e:
+            self.write_run_json(error=str(e))
+            return RunResult(self.run_dir, None, 3, str(e))
+        except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
+            msg = f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (log: {self.run_dir / 'checker.log'})"
+            self.write_run_json(error=msg)
+            return RunResult(self.run_dir, None, 3, msg)
+        self.phase("report")
         report(self.run_dir, self.notes)
         self.write_run_json(notes=self.notes)
-        as_expected = bool(verdict.get("as_expected"))
-        msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
-               f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
-               f"expected {c.expect}: {'yes' if as_expected else 'NO'}")
-        return RunResult(self.run_dir, verdict, 0 if as_expected else 1, msg)
+        return RunResult(self.run_dir, verdict, *verdict_summary(verdict, c.expect))
+
+
+def verdict_summary(verdict: dict[str, Any], expect: str) -> tuple[int, str]:
+    as_expected = bool(verdict.get("as_expected"))
+    msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
+           f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
+           f"expected {expect}: {'yes' if as_expected else 'NO'}")
+    return (0 if as_expected else 1), msg
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path):  # noqa: ANN201
+    """Point file descriptor 2 at ``path`` for a while: the Spark JVM the checker starts
+    inherits it, so its log4j chatter lands in the run directory instead of the terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def check(run_dir: Path, expect: str | None = None) -> dict[str, Any]:
@@ -421,7 +459,8 @@ def check(run_dir: Path, expect: str | None = None) -> dict[str, Any]:
         from checkers.job import check_run
     except Exception as e:  # noqa: BLE001
         raise InfraError(f"checker unavailable: {type(e).__name__}: {e}") from None
-    return check_run(run_dir, expect=expect)
+    with stderr_to(Path(run_dir) / "checker.log"):
+        return check_run(run_dir, expect=expect)
 
 
 def report(run_dir: Path, notes: list[str]) -> None:
