@@ -81,7 +81,7 @@ def grudge(shape: str, nodes: list[str], targets: list[str], params: dict[str, A
 @register
 class Partition(Nemesis):
     name = "partition"
-    description = "drop traffic between nodes: isolate, halves, bridge, one-way, controller"
+    description = "drop traffic between nodes: isolate, halves, bridge, one-way, between, controller"
 
     def _nodes(self, names: list[str]) -> list[Node]:
         missing = [n for n in names if n not in self.ctx.nodes]

@@ -170,3 +170,23 @@ def test_hold_alter_partition_on_kraftsim(cluster, tmp_path):
     assert rel["reason"] == f"broker {x} registered again and was unfenced"
     after = [e for e in ev if e["event"] == "alter_partition" and e["wall"] >= rel["wall"]]
     assert after and after[0]["error_code"] == 107 and after[0]["error"] == "INELIGIBLE_REPLICA", after[:2]
+
+
+def test_faultline_heal_undoes_placement_hold_and_proxy_from_the_ledger_alone(cluster, tmp_path):
+    """As after a SIGKILLed harness: heal_all (what `faultline heal` runs) with nothing but the
+    ledger removes the DNAT rules, releases the hold and kills the proxy process."""
+    from harness.heal import heal_all
+    ctx = make_ctx(tmp_path, list(cluster.nodes.values()), proxy={
+        "control_dir": str(tmp_path / "proxy"), "listen": "127.0.0.1:0", "upstream": "auto", "placement": "dnat"})
+    nem = AlterPartitionDelay()
+    nem.setup(ctx)
+    pid, placement_id = nem.handle.pid, nem.placement.id
+    rec = nem.start(["broker-3"], partition=0)
+    t = cluster.nodes["broker-1"].transport
+    assert tagged_rules(t, placement_id, table="nat") and t.pid_alive(pid)
+    report = heal_all(ctx.ledger)             # a fresh nemesis per entry, no settings, no nodes
+    assert report.failed == [], report.failed
+    assert tagged_rules(t, placement_id, table="nat") == [] and tagged_rules(t, placement_id) == []
+    wait_for(lambda: not t.pid_alive(pid), 10, "the proxy process is gone")
+    assert ctx.ledger.open_entries() == []
+    assert rec.id in " ".join(report.healed)
