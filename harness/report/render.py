@@ -130,7 +130,8 @@ def build_context(data: RunData) -> dict[str, Any]:
     for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], ev.pkey_order(kv[0]))):
         rows_k = lost[lost["partition"] == k].drop(columns=["partition"])
         per_partition.append({"key": k, "count": n, "shown": len(rows_k),
-                              "table": tables.to_html(rows_k, cls="data lost") if len(rows_k) else ""})
+                              "table": tables.to_html(rows_k, cls="data lost", breaks=("attribution",))
+                              if len(rows_k) else ""})
     lost_parquet = d / "anomalies" / "lost_write.parquet"
 
     # every lost write's ack time for the plot: only three columns of the full CSV

@@ -7,6 +7,7 @@ with a few aliases, so a renamed column degrades to an empty cell rather than a 
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -27,13 +28,33 @@ LOST_ALIASES: dict[str, tuple[str, ...]] = {
     "attribution": ("attribution", "attribution_summary", "cause"),
 }
 
+#: shown only when the checker's CSV has them (docs/verdict-format.md, lost_write.csv)
+LOST_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "missed t (s)": ("miss_t",),
+    "missed by": ("miss_by",),
+    "lost because": ("lost_because",),
+}
+
 #: identity keys of an attribution summary; everything else is shown as its explanation
 _ID_KEYS = {"topic", "partition", "offset", "value", "process", "producer", "t", "ack_t"}
 
 
-def to_html(df: pd.DataFrame, table_id: str | None = None, cls: str = "data") -> str:
+def to_html(df: pd.DataFrame, table_id: str | None = None, cls: str = "data",
+            breaks: tuple[str, ...] = ()) -> str:
+    """A DataFrame as an HTML table, every cell escaped. Columns in ``breaks`` show the
+    checker's ``" | "``-joined categories one per line (pandas would print a newline as
+    ``\\n``, so those cells are escaped here and joined with ``<br>``)."""
     if df is None or df.empty:
         return '<p class="empty">none</p>'
+    if breaks:
+        df = df.copy()
+        for c in df.columns:
+            if df[c].dtype == object:
+                df[c] = [html.escape(str(v)) if v is not None and v == v else "" for v in df[c]]
+                if c in breaks:
+                    df[c] = df[c].str.replace(" | ", "<br>", regex=False)
+        return df.to_html(index=False, border=0, classes=cls, table_id=table_id, na_rep="", escape=False,
+                          float_format=lambda x: f"{x:.3f}".rstrip("0").rstrip("."))
     return df.to_html(index=False, border=0, classes=cls, table_id=table_id, na_rep="", escape=True,
                       float_format=lambda x: f"{x:.3f}".rstrip("0").rstrip("."))
 
@@ -113,8 +134,15 @@ def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.D
     else:
         out["attribution"] = out["attribution"].map(_summary_text)
     out = out.drop(columns=["topic"])
-    if out["ack t (s)"].notna().any():
-        out["ack t (s)"] = pd.to_numeric(out["ack t (s)"], errors="coerce").round(3)
+    for col, names in LOST_OPTIONAL.items():
+        src = pick(raw, names)
+        if src:
+            out[col] = raw[src].values
+    for col in ("ack t (s)", "missed t (s)"):
+        if col in out.columns and out[col].notna().any():
+            out[col] = pd.to_numeric(out[col], errors="coerce").round(3)
+    # attribution last: it is the long, wrapping column
+    out = out[[c for c in out.columns if c != "attribution"] + ["attribution"]]
     return out.sort_values(["partition", "offset"], kind="stable").reset_index(drop=True)
 
 

@@ -83,14 +83,16 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
         "lost_writes_by_partition": {f"{TOPIC}-1": 2, f"{TOPIC}-2": 1},
         # as checkers/verdict.py writes it: identity, window, per-category arrays, one-line summary
         "attribution": [{"topic": TOPIC, "partition": p, "offset": o, "value": v, "process": pr, "ack_t": t,
-                         "miss_t": 52.0, "lost_because": "drain_end", "faults": [a.split(" | ")[0]],
+                         "miss_t": 52.0, "miss_by": "drain", "lost_because": "final_drain_read_whole_partition", "faults": [a.split(" | ")[0]],
                          "elections": [], "attribution": a}
                         for p, o, v, pr, t, a in LOST],
     }
     (d / "verdict.json").write_text(json.dumps(verdict, indent=1))
     (d / "anomalies").mkdir()
     pd.DataFrame([{"topic": TOPIC, "partition": p, "offset": o, "value": v, "process": pr, "op": i,
-                   "invoke_t": t - 0.004, "ack_t": t, "miss_t": 52.0, "lost_because": "drain_end",
+                   "invoke_t": t - 0.004, "ack_t": t, "max_read_offset": 1460 if p == 1 else 1310,
+                   "drain_end": 1461 if p == 1 else 1311, "lost_because": "final_drain_read_whole_partition",
+                   "miss_t": 52.0, "miss_by": "drain",
                    "attribution": a} for i, (p, o, v, pr, t, a) in enumerate(LOST)]
                  ).to_csv(d / "anomalies" / "lost_write.csv", index=False)
     pd.DataFrame([{"topic": TOPIC, "partition": 1, "offset": 1201, "values": "producer-0-1187|producer-1-1300"},

@@ -135,3 +135,15 @@ def test_each_report_rewrites_the_results_index(tmp_path: Path) -> None:
     write_report(make_clean_run(tmp_path))
     second = (tmp_path / "index.html").read_text()
     assert second.index("20261118T000000-kip903-on") < second.index("20261117T000000-kip903-off")
+
+
+def test_values_from_files_are_shown_as_text_never_markup(tmp_path: Path) -> None:
+    run = make_loss_run(tmp_path)
+    df = pd.read_csv(run / "anomalies" / "lost_write.csv")
+    df.loc[0, "value"] = "<script>alert(1)</script>"
+    df.loc[0, "attribution"] = "faults: <img src=x> | elections: a&b"
+    df.to_csv(run / "anomalies" / "lost_write.csv", index=False)
+    html = write_report(run).read_text()
+    assert "<script>alert(1)</script>" not in html and "<img src=x>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "faults: &lt;img src=x&gt;<br>elections: a&amp;b" in html

@@ -53,7 +53,8 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     assert sorted(shown) == [f"{TOPIC}-1", f"{TOPIC}-2"]
     expected = {f"{TOPIC}-{p}": [] for p, *_ in LOST}
     for p, off, val, producer, ack_t, attribution in LOST:
-        expected[f"{TOPIC}-{p}"].append([str(off), val, f"{ack_t:.3f}".rstrip("0"), producer, attribution])
+        expected[f"{TOPIC}-{p}"].append([str(off), val, f"{ack_t:.3f}".rstrip("0"), producer, "52", "drain",
+                                         "final_drain_read_whole_partition", attribution.replace(" | ", "\n")])
     assert shown == expected
 
     # the timeline is inline SVG, with the rejected AlterPartition labelled by its error
