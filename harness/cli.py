@@ -81,15 +81,16 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
     from harness.heal import heal_all
-    from harness.ledger import Ledger
+    from harness.heal import OwnedLedger
     from harness.runner import Interrupted, Runner, RunStatus
 
     camp = load_campaign(campaign, overrides=list(set_), seed=seed)
-    ledger = Ledger()
+    ledger = OwnedLedger()
     if ledger.open_entries():
         rep = heal_all(ledger)
-        err.print(f"healed {len(rep.healed)} fault(s)/process(es) left by an earlier run"
-                  + (f"; {len(rep.failed)} could not be healed (run `faultline heal`)" if rep.failed else ""))
+        if rep.healed or rep.failed:
+            err.print(f"healed {len(rep.healed)} fault(s)/process(es) left by an earlier run"
+                      + (f"; {len(rep.failed)} could not be healed (run `faultline heal`)" if rep.failed else ""))
     command = " ".join(shlex.quote(a) for a in
                        ["faultline", "run", str(camp.path), "--seed", str(camp.seed),
                         *sum((["--set", s] for s in set_), []), "--results-dir", str(results_dir.resolve())])
@@ -205,7 +206,8 @@ def report(results_dir: Path = typer.Argument(..., help="a run directory with ve
 # --- heal / nemeses / inventory ----------------------------------------------------------------
 
 @app.command()
-def heal(inventory: Optional[Path] = typer.Option(None, "--inventory", help="rebuild nodes from this inventory instead of the one each ledger entry names")) -> None:
+def heal(inventory: Optional[Path] = typer.Option(None, "--inventory", help="rebuild nodes from this inventory instead of the one each ledger entry names"),
+         force: bool = typer.Option(False, "--force", help="also heal faults of a faultline run that is still running")) -> None:
     """Undo every fault and stop every process the heal ledger still holds open."""
     from harness.heal import heal_all
     from harness.inventory import load_inventory
@@ -214,11 +216,13 @@ def heal(inventory: Optional[Path] = typer.Option(None, "--inventory", help="reb
     if inventory is not None:
         load_inventory(inventory)  # validate first: exit 2 on a bad file
     ledger = Ledger()
-    rep = heal_all(ledger, inventory=str(inventory) if inventory else None)
+    rep = heal_all(ledger, inventory=str(inventory) if inventory else None, force=force)
     for h in rep.healed:
-        out.print(f"healed: {h}")
+        out.print(f"healed: {h}", markup=False)
+    for h in rep.skipped:
+        err.print(f"skipped: {h}; use --force to heal it anyway", markup=False)
     for f in rep.failed:
-        err.print(f"faultline: heal failed: {f}")
+        err.print(f"faultline: heal failed: {f}", markup=False)
     out.print(f"{len(rep.healed)} healed, {len(rep.failed)} failed; ledger {ledger.path}")
     raise Exit(EXIT_INFRA if rep.failed else EXIT_OK)
 

@@ -32,6 +32,38 @@ from nemeses.schedule import load_nemeses
 class HealReport:
     healed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner() -> dict[str, Any]:
+    """Who applies an entry: this process (pid + kernel start time, so a recycled pid is
+    not mistaken for a live owner)."""
+    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def owner_alive(entry: dict[str, Any]) -> bool:
+    """Whether the faultline process that wrote this entry still runs (and is not us)."""
+    o = entry.get("owner") or {}
+    pid = o.get("pid")
+    if not pid or pid == os.getpid():
+        return False
+    return _start_time(int(pid)) == o.get("start")
+
+
+class OwnedLedger(Ledger):
+    """A ledger whose entries say which live process owns them, so a second `faultline run`
+    (or `faultline heal` without --force) never heals the faults of a run still going."""
+
+    def apply(self, entry_id: str, kind: str, record: dict[str, Any], **meta: Any) -> None:
+        meta.setdefault("owner", owner())
+        super().apply(entry_id, kind, record, **meta)
 
 
 def _ctx_for(inv_path: str | None, ledger: Ledger, timeline: Timeline, cache: dict[str, Any],
@@ -74,7 +106,8 @@ def heal_process(record: dict[str, Any]) -> None:
 
 
 def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
-             timeline: Timeline | None = None, only_ids: set[str] | None = None) -> HealReport:
+             timeline: Timeline | None = None, only_ids: set[str] | None = None,
+             force: bool = False) -> HealReport:
     ledger = ledger or Ledger()
     timeline = timeline or NullTimeline()
     load_nemeses()
@@ -85,6 +118,9 @@ def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
         if only_ids is not None and eid not in only_ids:
             continue
         what = f"{entry.get('kind')} {entry.get('nemesis') or entry.get('record', {}).get('what', '')} {eid}".strip()
+        if not force and owner_alive(entry):
+            report.skipped.append(f"{what} (its faultline run, pid {entry['owner']['pid']}, is still running)")
+            continue
         try:
             if entry.get("kind") == "process":
                 heal_process(entry.get("record") or {})
@@ -105,6 +141,6 @@ def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
             report.failed.append(f"{what}: inventory: {e}")
         except Exception as e:  # noqa: BLE001 - one line per failure; others still heal
             report.failed.append(f"{what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-    if not report.failed:
+    if not report.failed and not report.skipped:
         ledger.compact()
     return report

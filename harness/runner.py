@@ -31,7 +31,7 @@ from typing import Any
 from harness.campaign import Campaign
 from harness.clock import RunClock
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
-from harness.heal import heal_all, heal_process
+from harness.heal import OwnedLedger, heal_all, heal_process
 from harness.inventory import load_inventory
 from harness.ledger import Ledger, new_id
 from harness.timeline import Timeline
@@ -93,14 +93,11 @@ class View:
 def target_version(camp: Campaign) -> str:
     if not camp.inventory.embedded:
         return "kafka (remote)"
-    try:
-        r = subprocess.run([sys.executable, "-m", "kraftsim", "--version"], capture_output=True, text=True, timeout=20)
-        line = (r.stdout or "").strip().splitlines()
-        if r.returncode == 0 and line:
-            return line[0] if line[0].startswith("kraftsim") else f"kraftsim {line[0]}"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return "kraftsim"
+    try:  # kraftsim ships in the faultline distribution: its version is the distribution's
+        from importlib.metadata import version
+        return f"kraftsim {version('faultline')}"
+    except Exception:  # noqa: BLE001 - running from a source tree without metadata
+        return "kraftsim"
 
 
 def new_run_dir(results_dir: Path, camp: Campaign) -> tuple[str, Path]:
@@ -168,7 +165,7 @@ class Runner:
         self.camp = camp
         self.results_dir = results_dir
         self.command = command
-        self.ledger = ledger or Ledger()
+        self.ledger = ledger or OwnedLedger()
         self.status = status or RunStatus()
         self.stop_event = stop_event or threading.Event()
         self.run_id, self.run_dir = new_run_dir(results_dir, camp)
