@@ -68,6 +68,12 @@ def _pid_of(path: Path, root: Path) -> int | None:
         return None
     if "kraftsim" not in cmd:
         return None
+    try:  # pids are reused: it must be a process of THIS cluster (config path or working dir)
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        cwd = None
+    if str(root) not in cmd and cwd != root:
+        return None
     return pid
 
 

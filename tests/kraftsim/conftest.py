@@ -133,16 +133,31 @@ class KCluster:
             time.sleep(0.05)
         raise AssertionError(f"no matching event in {name}/events.jsonl within {timeout}s")
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = True) -> None:
+        """Graceful: SIGTERM the launcher (what a user does). Not graceful (fixture teardown, to
+        keep the suite quick): SIGKILL every process group named by a pid file, then the launcher."""
+        if not graceful:
+            self._kill_all()
         if self.launcher.poll() is None:
             self.launcher.send_signal(signal.SIGTERM)
             try:
                 self.launcher.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.launcher.kill()
+        self._kill_all()
+
+    def _ours(self, pid: int) -> bool:
+        """Only a kraftsim process of this cluster (pid files outlive their process; pids get reused)."""
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return False
+        return "kraftsim" in cmd and str(self.dir) in cmd
+
+    def _kill_all(self) -> None:
         for name in ["controller", *[f"broker-{i}" for i in range(1, self.brokers + 1)]]:
             pid = self.pid(name)
-            if pid:
+            if pid and self._ours(pid):
                 for fn in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
                     try:
                         fn()
@@ -189,4 +204,4 @@ def kraftsim_cluster(tmp_path: Path):
 
     yield factory
     for c in made:
-        c.stop()
+        c.stop(graceful=False)
