@@ -66,7 +66,8 @@ def expectation(data: RunData) -> dict[str, Any]:
         as_expected = (lost == 0) == (expect == "no-loss")
     return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
             "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
-            "counts": counts}
+            "counts": counts, "history_records": v.get("history_records"),
+            "checker": v.get("checker") if isinstance(v.get("checker"), dict) else {}}
 
 
 def _lost_by_partition(data: RunData, lost_head: pd.DataFrame) -> dict[str, int]:
