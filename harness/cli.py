@@ -139,8 +139,8 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
             signal.signal(s, h)
     for n in runner.notes:
         err.print(f"note: {n}")
-    if result.exit_code == EXIT_INFRA:
-        err.print(f"faultline: error: {result.message}")
+    if result.exit_code in (EXIT_INFRA, EXIT_CONFIG):
+        err.print(f"faultline: error: {result.message}", markup=False)
     else:
         out.print(result.message)
     print(str(result.run_dir), flush=True)

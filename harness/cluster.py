@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from harness.config import ConfigError
 from harness.inventory import HostSpec, Inventory, load_inventory
 from harness.ledger import Ledger, new_id
 from harness.transport.base import Transport, TransportError
@@ -265,11 +266,24 @@ class EmbeddedKraftsim:
             if m:
                 self.bootstrap = m.group(1)
                 return self.bootstrap
-            if not LocalTransport("embedded").pid_alive(self.pid):
+            code = self._exit_code()
+            if code is not None or not LocalTransport("embedded").pid_alive(self.pid):
                 last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["(no output)"]
+                if code == 2:  # kraftsim's own "bad configuration" exit: a setting the user gave
+                    raise ConfigError(None, "target.settings", f"kraftsim refused the cluster settings: {last[0][:300]}")
                 raise InfraError(f"kraftsim cluster exited before it was ready: {last[0][:300]} (log: {self.log})")
             time.sleep(0.1)
         raise InfraError(f"kraftsim cluster not ready within {timeout:g}s (log: {self.log})")
+
+    def _exit_code(self) -> int | None:
+        """The launcher is our child: reap it and return its exit code once it has exited."""
+        try:
+            pid, status = os.waitpid(self.pid or -1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid == 0:
+            return None
+        return os.waitstatus_to_exitcode(status)
 
     def write_inventory(self) -> Path:
         """Describe the running cluster as a plain local inventory (RUN/inventory.yaml)."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from harness.campaign import Campaign
 from harness.clock import RunClock
+from harness.config import ConfigError
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process
 from harness.inventory import load_inventory
@@ -367,7 +368,7 @@ class Runner:
         self.run_dir.joinpath("campaign.yaml").write_text(c.resolved_yaml(), encoding="utf-8")
         self.write_run_json(target_version=target_version(c))
         infra: str | None = None
-        interrupted = False
+        interrupted = config_error = False
         try:
             self.phase("setup")
             self.setup_cluster()
@@ -384,6 +385,8 @@ class Runner:
             interrupted = True
             infra = "interrupted: healed everything and stopped"
             self.timeline.event("note", text="interrupted by signal")
+        except ConfigError as e:
+            infra, config_error = str(e), True
         except ScheduleError as e:
             infra = f"schedule: {e}"
         except InfraError as e:
@@ -401,7 +404,7 @@ class Runner:
         if infra is not None:
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)
-            return RunResult(self.run_dir, None, 3, infra if not interrupted else infra)
+            return RunResult(self.run_dir, None, 2 if config_error else 3, infra)
         return RunResult(self.run_dir, None, 0, "workload done")
 
     def check_and_report(self) -> RunResult:

@@ -485,7 +485,9 @@ class ScheduleRunner:
                     continue
                 if not running:
                     return False
-                if cname == "restarted":
+                if cname == "restarted" and getattr(getattr(node, "spec", None), "event_log", True):
+                    # with an event log, "restarted" means registered again with the controller;
+                    # without one (a lab host with no kafka_event_log) running is all we can see
                     since = self.last_fault_wall.get(h, since_wall)
                     evs = self.view.events_since(since)
                     if not any(e.get("event") in ("broker_registered", "broker_unfenced")
@@ -565,7 +567,13 @@ class ScheduleRunner:
                 self.ctx.timeline.event("note", text=f"random schedule skipped a fault: {e}")
                 self._sleep(1.0)
                 continue
-            name = self.start(fault, targets, params).id
+            try:
+                name = self.start(fault, targets, params).id
+            except Exception as e:  # noqa: BLE001 - a random fault that cannot apply now is skipped
+                self.ctx.timeline.event("note", text=f"random schedule: {fault} on {', '.join(targets)} failed: "
+                                        f"{type(e).__name__}: {e}")
+                self._sleep(1.0)
+                continue
             self._sleep(min(mix.duration, max(0.0, (until_mono or float("inf")) - time.monotonic())))
             # the fault was registered under an auto name; stop the newest of that fault
             for n in [k for k, a in self.active.items() if a.record.id == name]:
