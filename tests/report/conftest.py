@@ -42,7 +42,8 @@ def browser() -> Iterator[BrowserContext]:
     ctx = None
     try:
         ctx = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                    args=CHROMIUM_ARGS, viewport={"width": 1300, "height": 900})
+                                                    args=CHROMIUM_ARGS, viewport={"width": 1300, "height": 900},
+                                                    timeout=120_000)
         yield ctx
     finally:
         if ctx is not None:
@@ -57,7 +58,8 @@ def open_page(browser: BrowserContext) -> Iterator:
 
     def _open(path: Path) -> Loaded:
         page = browser.new_page()
-        page.set_default_timeout(5000)  # a missing element fails fast, not after 30 s
+        page.set_default_timeout(15_000)  # the page is loaded: a missing element fails without a long wait
+        page.set_default_navigation_timeout(90_000)  # but loading may be slow on a busy 2-core machine
         pages.append(page)
         loaded = Loaded(page, path.resolve().as_uri())
         page.on("console", lambda m: loaded.console_errors.append(m.text) if m.type == "error" else None)
