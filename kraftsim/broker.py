@@ -152,6 +152,8 @@ class Broker:
                     self.ev.log(f"metadata fetch failed: {e!r}")
                 await asyncio.sleep(0.2)
                 continue
+            if self.stopping:  # Python 3.11's wait_for can swallow a cancellation
+                return
             part = resp.responses[0].partitions[0]
             if part.error_code is ErrorCode.offset_out_of_range:
                 # The controller's log is shorter than our copy: it was rebuilt. Start over.
@@ -727,7 +729,9 @@ class Broker:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001
-                self.ev.log(f"{loop_fn.__name__} failed, restarting it: {type(e).__name__}: {e}")
+                if self.stopping:
+                    return
+                self.ev.log(f"{getattr(loop_fn, '__name__', 'loop')} failed, restarting it: {type(e).__name__}: {e}")
                 await asyncio.sleep(0.5)
 
     async def shutdown(self) -> None:

@@ -211,17 +211,22 @@ class Server:
         queue: asyncio.Queue[asyncio.Future | None] = asyncio.Queue()
         sender = asyncio.ensure_future(self._send_loop(queue, writer))
         try:
-            while True:
-                data = await read_frame(reader)
-                queue.put_nowait(asyncio.ensure_future(self._handle(data, peer)))
-        except (asyncio.IncompleteReadError, ConnectionError, ProtocolError):
-            pass
-        finally:
-            queue.put_nowait(None)
+            try:
+                while True:
+                    data = await read_frame(reader)
+                    queue.put_nowait(asyncio.ensure_future(self._handle(data, peer)))
+            except (asyncio.IncompleteReadError, ConnectionError, ProtocolError, OSError):
+                pass
+            queue.put_nowait(None)  # answer what was asked before the client hung up
             try:
                 await asyncio.wait_for(sender, 30)
-            except (asyncio.TimeoutError, Exception):
+            except Exception:  # noqa: BLE001
                 sender.cancel()
+        except asyncio.CancelledError:
+            # process shutdown: end quietly (a cancelled connection task makes asyncio print a
+            # traceback for every open connection)
+            sender.cancel()
+        finally:
             self.writers.discard(writer)
             writer.close()
 
