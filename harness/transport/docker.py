@@ -62,6 +62,8 @@ class DockerTransport(Transport):
         self.selector = container
         self._client = docker_client
         self._container: Container | None = None
+        #: why the last :meth:`alive` said False (one line), for the run loop's pre-flight
+        self.last_error: str | None = None
 
     # --- finding the container -----------------------------------------------------------
     @classmethod
@@ -211,12 +213,17 @@ class DockerTransport(Transport):
             info = tarfile.TarInfo(base)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
-        if parent and parent != "/":
-            # put_archive needs the directory; exec mkdir (works on stopped containers? no,
-            # so fall back to the archive carrying the path when not running)
-            if self.status() == "running":
-                self.run(["mkdir", "-p", parent], sudo=True, check=True)
-        ok = self._api("copy into", c.put_archive, parent or "/", buf.getvalue())
+        if parent and parent != "/" and self.status() == "running":
+            # put_archive needs the directory to exist; a stopped container must have it
+            self.run(["mkdir", "-p", parent], sudo=True, check=True)
+        try:
+            ok = c.put_archive(parent or "/", buf.getvalue())
+        except docker.errors.NotFound:
+            raise TransportError(f"{self.name}: cannot copy to {remote_path} in {c.name}: "
+                                 f"directory {parent} does not exist (or the container is gone)") from None
+        except docker.errors.APIError as e:
+            raise TransportError(f"{self.name}: cannot copy to {remote_path} in {c.name}: "
+                                 f"{(e.explanation or str(e)).splitlines()[0][:200]}") from None
         if not ok:
             raise TransportError(f"{self.name}: copying to {remote_path} in {c.name} failed")
 
@@ -231,7 +238,14 @@ class DockerTransport(Transport):
 
     def get(self, remote_path: str, local_path: str) -> None:
         c = self.container
-        stream, _stat = self._api("copy out of", c.get_archive, remote_path)
+        try:
+            stream, _stat = c.get_archive(remote_path)
+        except docker.errors.NotFound:
+            raise TransportError(f"{self.name}: cannot copy {remote_path} out of {c.name}: no such file "
+                                 f"(or the container is gone)") from None
+        except docker.errors.APIError as e:
+            raise TransportError(f"{self.name}: cannot copy {remote_path} out of {c.name}: "
+                                 f"{(e.explanation or str(e)).splitlines()[0][:200]}") from None
         buf = io.BytesIO(b"".join(stream))
         with tarfile.open(fileobj=buf) as tar:
             member = next((m for m in tar.getmembers() if m.isfile()), None)
@@ -281,10 +295,19 @@ class DockerTransport(Transport):
         self._api("restart", self.container.restart, timeout=timeout)
 
     def alive(self) -> bool:
+        """Running and answering; when not, :attr:`last_error` says why in one line."""
+        self.last_error = None
         try:
-            return self.status() == "running" and self.run("true", timeout=10).ok
-        except TransportError:
-            return False
+            st = self.status()
+            if st != "running":
+                self.last_error = f"{self.name}: container {self.selector!r} is {st}, not running"
+                return False
+            if self.run("true", timeout=10).ok:
+                return True
+            self.last_error = f"{self.name}: container {self.selector!r} does not run commands"
+        except TransportError as e:
+            self.last_error = str(e)
+        return False
 
     def reconnect(self, timeout: float = 120.0) -> None:
         """Wait for the container to be running and answering again."""

@@ -69,6 +69,8 @@ class SshTransport(Transport):
         #: connection attempts made by the last (re)connect, for tests and the timeline
         self.last_connect_attempts = 0
         self.connects = 0
+        #: why the last :meth:`alive` said False (one line), for the run loop's pre-flight
+        self.last_error: str | None = None
 
     # --- construction from an inventory -------------------------------------------------
     @classmethod
@@ -339,11 +341,16 @@ class SshTransport(Transport):
         return self.run(_alive_script(pid)).ok
 
     def alive(self) -> bool:
-        """One connection attempt, no retries: a probe, not a wait."""
+        """One connection attempt, no retries: a probe, not a wait. When False,
+        :attr:`last_error` holds the one-line reason (unknown host key, auth, unreachable)."""
+        self.last_error = None
         try:
-            return self._run("true", timeout=self.connect_timeout, retry_for=0).ok
-        except TransportError:
-            return False
+            if self._run("true", timeout=self.connect_timeout, retry_for=0).ok:
+                return True
+            self.last_error = f"{self.name}: `true` failed on {self.where}"
+        except TransportError as e:
+            self.last_error = str(e)
+        return False
 
     def reconnect(self, timeout: float = 120.0) -> None:
         """Wait for the host (rebooting, sshd restarting) to answer again."""

@@ -114,6 +114,8 @@ def test_exec_quoting_files_and_process_signals(lab: Lab, tmp_path: Path):
     t.put(str(src), "/opt/fl-copy/blob")
     t.get("/opt/fl-copy/blob", str(tmp_path / "back"))
     assert (tmp_path / "back").read_bytes() == src.read_bytes()
+    with pytest.raises(TransportError, match="no such file"):
+        t.get("/nonexistent/file", str(tmp_path / "nothing"))
     pid = t.spawn(["sleep", "600"], log_path="/tmp/fl-sleep.log")
     top = lambda: {int(p[1]) for p in lab.client.containers.get("fl-test-broker-2").top(ps_args="-eo pid,pid,comm")["Processes"]
                    if p[2] == "sleep" and p[1] != "PID"}  # noqa: E731
@@ -213,7 +215,7 @@ def test_missing_container_is_one_clear_line(lab: Lab):
         t.run(["true"])
     msg = str(ei.value)
     assert "\n" not in msg and "fl-test-no-such-container" in msg and "not found" in msg
-    assert not t.alive()
+    assert not t.alive() and "not found" in (t.last_error or "")
     by_label = DockerTransport("x", "label:faultline.test=nope", docker_client=lab.client)
     with pytest.raises(TransportError, match="no container matches"):
         by_label.run(["true"])

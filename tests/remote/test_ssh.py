@@ -140,7 +140,7 @@ def test_rebooted_host_is_reconnected_with_retries(ssh_lab: SshLab):
     try:
         assert t.run(["true"]).ok and t.connects == 1
         ssh_lab.crash("h2")
-        assert not t.alive()
+        assert not t.alive() and "cannot reach" in (t.last_error or "")
         down_for = 3.0
         timer = threading.Timer(down_for, ssh_lab.start, args=("h2",))
         t0 = time.monotonic()
