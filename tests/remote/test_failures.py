@@ -142,3 +142,19 @@ def test_faultline_run_against_a_missing_container_exits_3_and_leaves_nothing(en
     if ledger.exists():
         from harness.ledger import Ledger
         assert Ledger(ledger).open_entries() == [], "a failed pre-flight must leave no open heal entries"
+
+
+def test_image_build_with_unreachable_mirror_is_one_line_exit_3(engine, tmp_path: Path):
+    """debootstrap against a mirror that does not answer (a closed port on loopback)."""
+    import glob
+    import tempfile
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "fl-rootfs-*")))
+    p = subprocess.run([sys.executable, "-m", "harness.cli_docker", "build-image", "--base", "faultline/test-base:unbuildable",
+                        "--tag", "faultline/test-image:unbuildable", "--mirror", "http://127.0.0.1:9/debian"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3
+    lines = error_lines(p.stderr)
+    assert lines[-1].startswith("faultline docker build-image: debootstrap from http://127.0.0.1:9/debian failed")
+    assert "Traceback" not in p.stderr
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "fl-rootfs-*"))) == before
+    assert not engine.images.list(name="faultline/test-base")
