@@ -204,9 +204,12 @@ def test_network_faults_enter_the_container_namespace_from_the_host(lab: Lab):
         assert "faultline:test" in t.run(["iptables", "-S", "INPUT"], net=True).stdout
         # the host's own rules are untouched
         assert "faultline:test" not in os.popen("iptables -S INPUT").read()
+        # the nemeses' default path (docker exec, NET_ADMIN) sees the same namespace
+        assert "faultline:test" in t.run(["iptables", "-S", "INPUT"], sudo=True, check=True).stdout
     finally:
         t.run([*rule[:3], "-D", *rule[4:]], net=True, check=True)
     assert tcp_answers(ip, 9092)
+    assert "faultline:test" not in t.run(["iptables", "-S", "INPUT"], sudo=True, check=True).stdout
 
 
 def test_missing_container_is_one_clear_line(lab: Lab):
@@ -222,3 +225,19 @@ def test_missing_container_is_one_clear_line(lab: Lab):
     # selecting by label finds exactly one container
     sel = DockerTransport("b1", "label:org.faultline.host=broker-1", docker_client=lab.client)
     assert sel.run(["hostname"]).stdout.strip() == "broker-1"
+
+
+def test_container_selected_by_compose_project_and_service(lab: Lab):
+    """Containers made by a compose file carry these labels (docker compose itself is not
+    installed here, so the test sets compose's labels on a real container)."""
+    ct = lab.client.containers.run("faultline/kraftsim:latest", name="fl-test-compose-svc", detach=True, init=True,
+                                   network_mode="none", hostname="svc-1",
+                                   labels={**dockerlab.TEST_LABEL, "com.docker.compose.project": "fltestproj",
+                                           "com.docker.compose.service": "kafka"})
+    try:
+        t = DockerTransport("kafka", "compose:fltestproj/kafka", docker_client=lab.client)
+        assert t.run(["hostname"], check=True).stdout.strip() == "svc-1"
+        with pytest.raises(TransportError, match="no container matches"):
+            DockerTransport("z", "compose:fltestproj/zookeeper", docker_client=lab.client).run(["true"])
+    finally:
+        ct.remove(force=True)
