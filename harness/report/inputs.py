@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,34 @@ def _events(run_dir: Path, wall_at_t0: float | None, notes: list[str]) -> pd.Dat
     return df.sort_values("t", kind="stable").reset_index(drop=True)
 
 
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+
+
+def _name_topic_ids(events: pd.DataFrame, observer: pd.DataFrame | None,
+                    campaign: dict[str, Any] | None, notes: list[str]) -> pd.DataFrame:
+    """AlterPartition names topics by id (v2+); the proxy logs the id when it has not seen the
+    name. With one topic in the run the id can only be that topic, so its events join the
+    partition's row; with several, they stay apart and a note says so."""
+    if events.empty or "topic" not in events.columns:
+        return events
+    is_id = events["topic"].map(lambda v: isinstance(v, str) and bool(_UUID.match(v)))
+    if not is_id.any():
+        return events
+    names: set[str] = set(events.loc[~is_id, "topic"].dropna().astype(str))
+    if observer is not None and not observer.empty:
+        names |= set(observer["topic"].dropna().astype(str))
+    topic = (campaign or {}).get("topic")
+    if isinstance(topic, dict) and isinstance(topic.get("name"), str):
+        names.add(topic["name"])
+    names = {n for n in names if not _UUID.match(n)}
+    if len(names) == 1:
+        events = events.copy()
+        events.loc[is_id, "topic"] = next(iter(names))
+    else:
+        notes.append(f"{int(is_id.sum())} event(s) name their topic only by id; shown under the id")
+    return events
+
+
 def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     """Load a run directory; only the directory itself is required.
 
@@ -321,6 +350,7 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
 
     wall0 = run.get("wall_at_t0")
     events = _events(d, float(wall0) if wall0 is not None else None, notes)
+    events = _name_topic_ids(events, observer, campaign, notes)
     if not (d / "cluster-logs").is_dir():
         notes.append("cluster-logs/ missing: no elections, ISR or AlterPartition events")
 

@@ -79,7 +79,19 @@ def rebin_throughput(tp: pd.DataFrame, max_points: int = MAX_POINTS) -> tuple[pd
 
 def _shade(ax: plt.Axes, faults: pd.DataFrame, colours: dict[str, str]) -> None:
     for f in faults.itertuples():
-        ax.axvspan(f.start, f.stop, color=colours[f.fault], alpha=0.45, lw=0, zorder=0)
+        ax.axvspan(f.start, f.stop, color=colours[f.fault], alpha=0.2, lw=0, zorder=0)
+
+
+MAX_FAULT_LANES = 12
+
+
+def fault_lanes(faults: pd.DataFrame) -> list[str]:
+    """One lane per ``fault[targets]`` so overlapping faults stay apart; when there are more
+    than ``MAX_FAULT_LANES`` combinations, one lane per fault kind."""
+    if faults.empty:
+        return []
+    labels = list(dict.fromkeys(f"{f}[{t}]" for f, t in zip(faults["fault"], faults["targets"])))
+    return labels if len(labels) <= MAX_FAULT_LANES else list(dict.fromkeys(faults["fault"]))
 
 
 def _dedupe(df: pd.DataFrame, end_t: float, by: str = "row") -> pd.DataFrame:
@@ -99,9 +111,14 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     """The whole-run figure: throughput, ack latency, then one row per partition with leader
     intervals, elections, ISR changes, AlterPartition answers and lost writes at ack time."""
     end_t = max(end_t, 1.0)
+    # phases after the run (check, report) happen minutes later: drawing them would stretch
+    # the axis (and a label outside it would stretch the whole SVG)
+    phases = phases[phases["t"] <= end_t] if not phases.empty else phases
     n_rows = max(len(rows), 1)
     has_tp = throughput is not None and not throughput.empty
-    heights = ([1.6, 1.2] if has_tp else []) + [0.42 * n_rows + 0.6]
+    lanes = fault_lanes(faults)
+    by_kind = bool(lanes) and lanes[0] in set(faults["fault"])
+    heights = ([1.6, 1.2] if has_tp else []) + ([0.22 * len(lanes) + 0.3] if lanes else []) + [0.42 * n_rows + 0.6]
     fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(12, sum(heights) + 0.6),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = list(axes[:, 0])
@@ -136,6 +153,21 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         # alternate heights so phases a second apart do not print over each other
         axes[0].text(p.t, 1.0 + 0.07 * (i % 3), f" {p.phase}", transform=axes[0].get_xaxis_transform(),
                      fontsize=7, color="#666666", va="bottom", ha="left")
+    if lanes:
+        fax = axes[-2]
+        lane_y = {label: len(lanes) - 1 - i for i, label in enumerate(lanes)}
+        boxes, fcs, ecs, lws = [], [], [], []
+        for f in faults.itertuples():  # one collection: a nightly run has hundreds of faults
+            y = lane_y[f.fault if by_kind else f"{f.fault}[{f.targets}]"]
+            b = f.start + max(f.stop - f.start, end_t / 500)
+            boxes.append([(f.start, y - 0.35), (b, y - 0.35), (b, y + 0.35), (f.start, y + 0.35)])
+            fcs.append(colours[f.fault])
+            ecs.append("#555555" if f.healed else "#d00000")  # red outline: never healed
+            lws.append(0.5 if f.healed else 1.2)
+        fax.add_collection(PolyCollection(boxes, facecolors=fcs, edgecolors=ecs, linewidths=lws, zorder=3))
+        fax.set_yticks(list(lane_y.values()), list(lane_y.keys()), fontsize=7.5)
+        fax.set_ylim(-0.6, len(lanes) - 0.4)
+        fax.tick_params(axis="y", length=0)
     ax = axes[-1]
     ypos = {k: n_rows - 1 - i for i, k in enumerate(rows)}
     leaders_seen: set[int] = set()

@@ -147,3 +147,25 @@ def test_values_from_files_are_shown_as_text_never_markup(tmp_path: Path) -> Non
     assert "<script>alert(1)</script>" not in html and "<img src=x>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "faults: &lt;img src=x&gt;<br>elections: a&amp;b" in html
+
+
+def test_topic_ids_join_their_topic_and_late_phases_do_not_stretch_the_plot(tmp_path: Path) -> None:
+    """Seen on a real kip-903 run: the proxy logs AlterPartition under the topic id, and the
+    checker's phase minutes after the run stretched the SVG to 7 000 px wide."""
+    import re
+
+    from harness.report.inputs import load_run
+
+    run = make_loss_run(tmp_path)
+    with open(run / "proxy-events.jsonl", "a") as fh:
+        fh.write(json.dumps({"wall": 1_795_000_019.0, "node": -1, "role": "proxy", "event": "alter_partition",
+                             "topic": "8c8bff74-1044-4eb2-b211-f67c320dcb19", "partition": 1, "leader": 0,
+                             "new_isr": [0, 2], "accepted": True, "error": "NONE", "error_code": 0}) + "\n")
+    with open(run / "timeline.jsonl", "a") as fh:
+        fh.write(json.dumps({"v": 1, "t": 424.2, "kind": "phase", "phase": "report", "detail": {}}) + "\n")
+    (run / "campaign.yaml").write_text("name: kip903-wipe-race\ntopic: {name: faultline}\n")
+    events = load_run(run).events
+    assert set(events["topic"].dropna()) == {TOPIC}
+    html = write_report(run).read_text()
+    width = float(re.search(r'<svg[^>]*viewBox="0 0 ([\d.]+) ', html).group(1))
+    assert width < 1500
