@@ -64,6 +64,22 @@ def runs_table(results_root: Path) -> pd.DataFrame:
     return df.sort_values(["sort", "run"], ascending=[False, False], kind="stable").reset_index(drop=True)
 
 
+def by_campaign(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per campaign and target: how many runs, how many unexpected, and the newest
+    verdict — the first thing to read in a nightly series."""
+    cols = ["campaign", "target", "runs", "unexpected", "lost (total)", "newest", "newest verdict"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (campaign, target), g in df.groupby(["campaign", "target"], sort=True):
+        newest = g.sort_values("sort", ascending=False).iloc[0]
+        rows.append({"campaign": campaign or "—", "target": target or "—", "runs": len(g),
+                     "unexpected": int((g["state"] == "unexpected").sum()),
+                     "lost (total)": int(pd.to_numeric(g["lost"], errors="coerce").fillna(0).sum()),
+                     "newest": newest["date"], "newest verdict": newest["verdict"]})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def write_index(results_root: str | Path) -> Path:
     """Write ``<results_root>/index.html`` and return its path."""
     root = Path(results_root)
@@ -73,6 +89,7 @@ def write_index(results_root: str | Path) -> Path:
     summary = df.groupby("state").size().to_dict() if not df.empty else {}
     page = jinja.env().get_template("index.html.j2").render(
         runs=df.to_dict("records"), summary=summary, total=len(df),
+        campaigns=by_campaign(df).to_dict("records"),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
     out = root / "index.html"
     tmp = out.with_suffix(".html.tmp")

@@ -107,6 +107,8 @@ def test_index_lists_runs_newest_first(results: Path, open_page) -> None:
     assert rows[0][4] == "no loss (as expected)" and rows[0][5] == "0"
     assert rows[1][4] == "loss — UNEXPECTED" and rows[1][5] == "3"
     assert rows[1][2] == "kip903-wipe-race" and rows[1][3] == "kraftsim-local" and rows[1][7] == "60.0"
+    assert _table(page, "#campaigns") == [
+        ["kip903-wipe-race", "kraftsim-local", "2", "1", "3", rows[0][0], "no loss (as expected)"]]
     for href in page.eval_on_selector_all("#runs a", "as => as.map(a => a.getAttribute('href'))"):
         assert (results / href).is_file()
 
