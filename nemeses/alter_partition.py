@@ -27,8 +27,6 @@ everything it holds when stopped).
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import signal
 import sys
 import time

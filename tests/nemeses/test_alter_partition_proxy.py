@@ -18,7 +18,7 @@ import pytest
 
 from nemeses.alter_partition import AlterPartitionDelay
 from nemeses.base import FaultRecord
-from tests.nemeses.kafka_fake import BrokerClient, FakeController, encode, read_frame
+from tests.nemeses.kafka_fake import BrokerClient, FakeController, read_frame
 from tests.nemeses.nodes import TestNode, make_ctx
 
 TOPIC = uuid.UUID("7d9a35e2-5f0c-4a56-9b7d-3c8e1f00aa01")

@@ -10,7 +10,6 @@ import itertools
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
