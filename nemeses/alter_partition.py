@@ -267,10 +267,17 @@ class AlterPartitionDelay(Nemesis):
                     "then_delay_ms": float(params.get("then_delay_ms", 0))}
             topic = params.get("topic")
             if topic:
-                spec["topic"] = topic
+                # AlterPartition v2+ names topics by id: match on the name only when we can map it
                 bootstrap = self.ctx.settings.get("bootstrap.servers")
-                if bootstrap:
-                    self.control["topic_names"].update(resolve_topic_ids(bootstrap, [topic]))
+                try:
+                    ids = resolve_topic_ids(bootstrap, [topic]) if bootstrap else {}
+                except Exception as e:  # noqa: BLE001 - fall back to matching the partition alone
+                    ids, record.params["topic_note"] = {}, f"topic id not resolved: {str(e).splitlines()[0][:120]}"
+                if ids:
+                    self.control["topic_names"].update(ids)
+                    spec["topic"] = topic
+                else:
+                    record.params.setdefault("topic_note", "topic id unknown: holding on the partition index alone")
             record.undo["hold_id"] = record.id
             self.begin(record)
             self.control["hold"] = spec
