@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
