@@ -398,6 +398,18 @@ class ScheduleRunner:
             raise ScheduleError(f"unknown host {selector!r}; hosts: {', '.join(sorted(self.ctx.nodes))}")
         return [selector]
 
+    def resolve_soon(self, selector: str, within: float = 10.0) -> list[str]:
+        """Resolve, retrying for a while when the answer is not there yet (a partition
+        between leaders just after a kill, no observer sample yet)."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                return self.resolve(selector)
+            except ScheduleError:
+                if time.monotonic() >= deadline or self.stop_event.is_set():
+                    raise
+            self._sleep(0.2)
+
     def _sleep(self, seconds: float) -> None:
         """Sleep, running automatic stops on time, and return early when asked to stop."""
         end = time.monotonic() + seconds
@@ -519,13 +531,13 @@ class ScheduleRunner:
         elif step.kind == "note":
             tl.event("note", text=step.arg)
         elif step.kind == "select":
-            hosts = self.resolve(step.arg)
+            hosts = self.resolve_soon(step.arg)
             self.names[step.name] = hosts
             tl.event("note", text=f"select {step.arg} as {step.name}", hosts=hosts)
         elif step.kind == "start":
             targets: list[str] = []
             for s in step.target:
-                targets += [t for t in self.resolve(s) if t not in targets]
+                targets += [t for t in self.resolve_soon(s) if t not in targets]
             self.start(step.arg, targets, step.params, step.name, step.duration)
         elif step.kind == "stop":
             if step.arg == "all":
