@@ -80,8 +80,7 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
     """Run a campaign; the last line printed is the run directory (holding verdict.json)."""
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
-    from harness.heal import heal_all
-    from harness.heal import OwnedLedger
+    from harness.heal import OwnedLedger, heal_all
     from harness.runner import Interrupted, Runner, RunStatus
 
     camp = load_campaign(campaign, overrides=list(set_), seed=seed)
@@ -130,8 +129,10 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
     except Interrupted:
         # arrived before the run loop's own handler could take it: heal what is registered
         rep = heal_all(ledger)
-        raise Exit(EXIT_INFRA, "interrupted; healed " + str(len(rep.healed)) + " entries"
-                   + (f" ({runner.run_dir})" if runner else "")) from None
+        err.print(f"faultline: error: interrupted; healed {len(rep.healed)} ledger entries", markup=False)
+        if runner is not None:
+            print(str(runner.run_dir), flush=True)
+        raise Exit(EXIT_INFRA) from None
     except InfraError as e:
         raise Exit(EXIT_INFRA, _one_line(e)) from None
     finally:
