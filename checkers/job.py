@@ -129,7 +129,8 @@ def _sort_rows(rows: dict[str, list[dict[str, Any]]]) -> None:
     def key(r: dict[str, Any]) -> tuple:
         t = r.get("ack_t", r.get("t_first", r.get("invoke_t", r.get("complete_t"))))
         return (t if t is not None else -1.0, str(r.get("topic")), r.get("partition") or 0,
-                r.get("offset") if r.get("offset") is not None else -1, str(r.get("value")), str(r.get("process")))
+                r.get("offset") if r.get("offset") is not None else -1, str(r.get("value")), str(r.get("process")),
+                json.dumps(r, sort_keys=True, default=str))
     for v in rows.values():
         v.sort(key=key)
 

@@ -17,10 +17,14 @@ def make_session(master: str | None = None, app_name: str = "faultline-checker",
                  shuffle_partitions: int | None = None,
                  driver_memory: str = "1g") -> SparkSession:
     """Build (or reuse) a SparkSession configured for a 2-core box unless told otherwise."""
-    master = master or os.environ.get("FAULTLINE_SPARK_MASTER") or DEFAULT_MASTER
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it chose the master
+    master = master or os.environ.get("FAULTLINE_SPARK_MASTER") or (None if under_submit else DEFAULT_MASTER)
     parts = shuffle_partitions or int(os.environ.get("FAULTLINE_SHUFFLE_PARTITIONS", "4"))
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master).appName(app_name)
+        builder
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(parts))
@@ -30,7 +34,7 @@ def make_session(master: str | None = None, app_name: str = "faultline-checker",
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.autoBroadcastJoinThreshold", str(32 * 1024 * 1024))
     )
-    if master.startswith("spark://"):
+    if master and master.startswith("spark://"):
         # a small standalone worker: ask for what one 2-core worker can give
         builder = builder.config("spark.executor.memory", "1g").config("spark.cores.max", "2")
     spark = builder.getOrCreate()

@@ -56,6 +56,15 @@ def lost_truncated_drain(b: HistoryBuilder, t: str) -> None:
     b.drain(t, 0, [(0, _v(t, 0))], 1, 20.0, process=f"{t}.drain")
 
 
+def lost_read_then_replaced(b: HistoryBuilder, t: str) -> None:
+    # read by a consumer, then the log was replaced (empty replica elected): the drain lacks it
+    for i in range(2):
+        b.send(_p(t, 0), t, 0, _v(t, i, 0), i, 1.0 + i)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0, 0)), (1, _v(t, 1, 0))], 3.5)
+    b.send(_p(t, 1), t, 0, _v(t, 0, 1), 0, 5.0)
+    b.drain(t, 0, [(0, _v(t, 0, 1))], 1, 20.0, process=f"{t}.drain")
+
+
 def unseen_not_lost(b: HistoryBuilder, t: str) -> None:
     # nobody read past offset 1 and there was no drain: unseen at end, not lost
     for i in range(2):
@@ -193,6 +202,7 @@ def end_regression(b: HistoryBuilder, t: str) -> None:
 CASES: list[Case] = [
     Case("lost-read-past", "lost_write", 1, lost_read_past),
     Case("lost-truncated-drain", "lost_write", 1, lost_truncated_drain),
+    Case("lost-read-then-replaced", "lost_write", 2, lost_read_then_replaced),
     Case("lost-drain-only-read", "lost_write", 0, lost_drain_only_read, clean=True),
     Case("unseen-not-lost", "unseen_at_end", 1, unseen_not_lost, absent=("lost_write",)),
     Case("info-never-read", "lost_write", 0, info_never_read, clean=True, absent=("unseen_at_end",)),

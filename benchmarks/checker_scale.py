@@ -1,0 +1,156 @@
+"""Checker scale benchmark: generate 1M / 10M / 50M-record histories, check them, print figures.
+
+Why: nightly runs record tens of millions of operations; the goal on a 2-core machine is
+>= 1M history records/s at 10M, near-linear time from 1M to 50M, and a flat driver memory
+(evidence and aggregates only reach the driver, never the history). Figures are printed,
+never asserted (timing goals live here, not in unit tests).
+
+An "op" here is one history record (a send invoke, a send completion, one message read by a
+consumer or by the drain); every acknowledged message therefore costs four records. A few
+lost writes are injected (removed from every read) so attribution runs too.
+
+    python benchmarks/checker_scale.py --sizes 1M,10M [--dir /tmp/checker-bench] [--keep]
+
+Each size is checked in a fresh process so its driver peak RSS is its own: the Python driver
+(ru_maxrss) and the Spark driver JVM (VmHWM from /proc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PARTITIONS = 8
+PRODUCERS = 4
+LOST_EVERY = 1_000_003     # inject one lost write roughly every million messages (at least one)
+
+
+def parse_size(s: str) -> int:
+    s = s.strip().upper()
+    mult = {"K": 1_000, "M": 1_000_000}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "KM" else s) * mult)
+
+
+def generate(run_dir: Path, records: int) -> tuple[int, float]:
+    """Write a valid history of about ``records`` records; return (records written, seconds)."""
+    t0 = time.time()
+    messages = max(1, records // 4)
+    hist = run_dir / "history"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    hist.mkdir(parents=True)
+    prod = [open(hist / f"producer-{i}.jsonl", "w", buffering=1 << 22) for i in range(PRODUCERS)]
+    cons = open(hist / "consumer-0.jsonl", "w", buffering=1 << 22)
+    drain = open(hist / "drain.jsonl", "w", buffering=1 << 22)
+    offsets = [0] * PARTITIONS
+    seq = [0] * PRODUCERS
+    pops = [0] * PRODUCERS
+    cop = 0
+    written = 0
+    batch_c: list[str] = []
+    lost = 0
+    for m in range(messages):
+        p = m % PRODUCERS
+        part = (m // PRODUCERS) % PARTITIONS
+        off = offsets[part]
+        offsets[part] += 1
+        t = m * 0.0001
+        proc = f"producer-{p}"
+        val = f"{proc}-{seq[p]}"
+        seq[p] += 1
+        pops[p] += 1
+        op = pops[p]
+        prod[p].write(f'{{"v":1,"t":{t:.6f},"process":"{proc}","op":{op},"type":"invoke","f":"send","topic":"bench",'
+                      f'"partition":{part},"offset":null,"value":"{val}","error":null,"error_code":null}}\n'
+                      f'{{"v":1,"t":{t + 0.002:.6f},"process":"{proc}","op":{op},"type":"ok","f":"send","topic":"bench",'
+                      f'"partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
+        written += 2
+        if m % LOST_EVERY == LOST_EVERY // 2 or (m == messages // 2 and lost == 0):
+            lost += 1
+            continue   # a lost write: nobody reads it
+        if m % 16 == 0:
+            cop += 1
+        cons.write(f'{{"v":1,"t":{t + 0.01:.6f},"process":"consumer-0","op":{cop},"type":"ok","f":"poll","topic":"bench",'
+                   f'"partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
+        drain.write(f'{{"v":1,"t":{messages * 0.0001 + 5 + part:.6f},"process":"drain","op":{part + 1},"type":"ok",'
+                    f'"f":"drain","topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
+        written += 2
+    for part in range(PARTITIONS):
+        drain.write(f'{{"v":1,"t":{messages * 0.0001 + 6 + part:.6f},"process":"drain","op":{PARTITIONS + part + 1},'
+                    f'"type":"ok","f":"drain-end","topic":"bench","partition":{part},"offset":{offsets[part]},'
+                    f'"value":null,"error":null,"error_code":null}}\n')
+        written += 1
+    for fh in (*prod, cons, drain):
+        fh.close()
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "expect": "loss", "wall_at_t0": 0.0,
+                                                  "switches": {}}))
+    return written, time.time() - t0
+
+
+def jvm_hwm_kb(spark) -> int:
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return -1
+
+
+def check_one(run_dir: Path, master: str | None) -> dict:
+    from checkers.job import check_run
+    from checkers.session import make_session
+    spark = make_session(master)
+    try:
+        t0 = time.time()
+        v = check_run(run_dir, spark=spark)
+        dt = time.time() - t0
+        return {"seconds": dt, "records": v["history_records"], "lost_write": v["counts"]["lost_write"],
+                "acked": v["acked_writes"], "jvm_peak_rss_mb": jvm_hwm_kb(spark) / 1024,
+                "py_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    finally:
+        spark.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1M,10M,50M", help="comma-separated record counts, e.g. 1M,10M,50M")
+    ap.add_argument("--dir", default="/tmp/checker-bench")
+    ap.add_argument("--spark-master", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the generated histories")
+    ap.add_argument("--check", help=argparse.SUPPRESS)   # internal: check one run dir, print JSON
+    args = ap.parse_args()
+    if args.check:
+        print("RESULT " + json.dumps(check_one(Path(args.check), args.spark_master)), flush=True)
+        return 0
+    print(f"{'size':>6} {'records':>11} {'gen_s':>7} {'check_s':>8} {'records/s':>10} {'jvm_rss_mb':>10} "
+          f"{'py_rss_mb':>9} {'lost':>5}  load", flush=True)
+    for size in args.sizes.split(","):
+        n = parse_size(size)
+        rd = Path(args.dir) / f"bench-{size.strip()}"
+        written, gen_s = generate(rd, n)
+        cmd = [sys.executable, __file__, "--check", str(rd)]
+        if args.spark_master:
+            cmd += ["--spark-master", args.spark_master]
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{size:>6} check failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}", flush=True)
+            continue
+        r = json.loads(line[7:])
+        print(f"{size:>6} {r['records']:>11} {gen_s:>7.1f} {r['seconds']:>8.1f} {r['records'] / r['seconds']:>10.0f} "
+              f"{r['jvm_peak_rss_mb']:>10.0f} {r['py_peak_rss_mb']:>9.0f} {r['lost_write']:>5}  "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+        if not args.keep:
+            shutil.rmtree(rd, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

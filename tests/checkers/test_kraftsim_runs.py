@@ -1,0 +1,45 @@
+"""Must-show 3: histories from real kraftsim runs of campaigns/kip-903.yaml.
+
+The fixtures are the checker inputs of two real ``faultline run campaigns/kip-903.yaml`` runs
+(run.json, history, timeline, observer, cluster and proxy event logs; cluster data dirs left
+out), taken at 06:40 UTC on 2026-11-22:
+* ``kip903-off``: kip903.enabled=false, expect loss - the wiped broker 2 was admitted to the ISR
+  by the delayed AlterPartition and elected after broker 1 was killed (seed 000);
+* ``kip903-on``: kip903.enabled=true, expect no-loss - the controller answered INELIGIBLE_REPLICA.
+"""
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from checkers.job import check_run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _unpack(name: str, dest: Path) -> Path:
+    rd = dest / name
+    rd.mkdir(parents=True)
+    with tarfile.open(FIXTURES / f"{name}.tar.gz") as tf:
+        tf.extractall(rd, filter="data")
+    return rd
+
+
+@pytest.mark.timeout(1500)
+def test_kip903_off_loses_writes_attributed_to_wipe_and_election(spark, tmp_path):
+    v = check_run(_unpack("kip903-off", tmp_path), spark=spark)
+    assert v["expected"] == "loss" and v["as_expected"] is True and v["valid"] is False
+    assert v["counts"]["lost_write"] > 0
+    assert v["counts"]["inconsistent_offset"] > 0        # the new leader reused the lost offsets
+    for a in v["attribution"]:
+        assert any(f.startswith("disk-wipe[broker-2]") for f in a["faults"]), a["faults"]
+        assert any("leader_elected" in e and "leader=2" in e for e in a["elections"]), a["elections"]
+
+
+@pytest.mark.timeout(1500)
+def test_kip903_on_loses_nothing(spark, tmp_path):
+    v = check_run(_unpack("kip903-on", tmp_path), spark=spark)
+    assert v["expected"] == "no-loss" and v["as_expected"] is True and v["valid"] is True
+    assert v["counts"]["lost_write"] == 0 and v["acked_writes"] > 1000
