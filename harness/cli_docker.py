@@ -3,7 +3,9 @@
 Why a sub-app of its own: the image is needed only by Docker targets and their tests; the
 harness CLI mounts ``docker_app`` (``app.add_typer(docker_app, name="docker")``) so the
 build lives next to the code that knows how (harness/docker_image.py). Failures print one
-line and exit 3 (infrastructure), like every other unreachable-target error.
+line and exit 3 (infrastructure; 2 for a bad inventory), like every other unreachable-target
+error. They raise ``SystemExit`` rather than ``typer.Exit`` because the main CLI runs click
+with ``standalone_mode=False``, where ``typer.Exit``'s code is returned and lost.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def build_image(
                                    wheels_dir=wheels, base_image=base_image, rebuild_image=rebuild)
     except docker_image.ImageBuildError as e:
         typer.echo(f"faultline docker build-image: {e}", err=True)
-        raise typer.Exit(3)
+        raise SystemExit(3)
     base_note = f"built in {r.base_seconds:.0f}s" if r.base_built else "cached"
     image_note = f"built in {r.image_seconds:.0f}s" if r.image_built else "up to date"
     typer.echo(f"base {r.base_tag} ({base_note}); image {r.image_tag} ({image_note})", err=True)
@@ -54,7 +56,7 @@ def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
         return load_inventory(inventory)
     except ConfigError as e:
         typer.echo(f"faultline docker: error: {e}", err=True)
-        raise typer.Exit(2)
+        raise SystemExit(2)
 
 
 @docker_app.command("up")
@@ -69,7 +71,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
         made = docker_cluster.up(inv, start=start)
     except (docker_cluster.DockerClusterError, TransportError) as e:
         typer.echo(f"faultline docker up: {e}", err=True)
-        raise typer.Exit(getattr(e, "exit_code", 3))
+        raise SystemExit(getattr(e, "exit_code", 3))
     plan = docker_cluster.plan_of(inv)
     for name, t in made.items():
         typer.echo(f"{name}: container {t.selector} at {inv.hosts[name].address} on {plan.network} ({plan.subnet})")
@@ -85,7 +87,7 @@ def down(inventory: str = typer.Argument(..., help="the docker inventory given t
         n = docker_cluster.down(inv)
     except (docker_cluster.DockerClusterError, TransportError) as e:
         typer.echo(f"faultline docker down: {e}", err=True)
-        raise typer.Exit(getattr(e, "exit_code", 3))
+        raise SystemExit(getattr(e, "exit_code", 3))
     typer.echo(f"removed {n} container(s) of {inventory}")
 
 

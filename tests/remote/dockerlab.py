@@ -37,7 +37,7 @@ def ensure_dockerd() -> None:
 
 def build_image() -> str:
     """The documented command; cached base, image rebuilt only when the source changed."""
-    p = subprocess.run([sys.executable, "-m", "harness.cli_docker", "build-image"], cwd=REPO,
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "docker", "build-image"], cwd=REPO,
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, f"faultline docker build-image failed: {p.stderr.strip().splitlines()[-1:]}"
     return p.stdout.strip().splitlines()[-1]

@@ -149,7 +149,9 @@ def test_image_build_with_unreachable_mirror_is_one_line_exit_3(engine, tmp_path
     import glob
     import tempfile
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "fl-rootfs-*")))
-    p = subprocess.run([sys.executable, "-m", "harness.cli_docker", "build-image", "--base", "faultline/test-base:unbuildable",
+    # through the main CLI, as documented (`faultline docker build-image`)
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "docker", "build-image",
+                        "--base", "faultline/test-base:unbuildable",
                         "--tag", "faultline/test-image:unbuildable", "--mirror", "http://127.0.0.1:9/debian"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 3
