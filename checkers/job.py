@@ -55,7 +55,11 @@ class Analysis:
     def examples(self, name: str, n: int) -> list[dict[str, Any]]:
         if self.rows is not None:
             return self.rows[name][:n]
-        return [json.loads(r[0]) for r in self.evidence[name].select(F.to_json(F.struct("*"))).limit(n).collect()]
+        df = self.evidence[name]
+        t = next((c for c in ("ack_t", "t_first", "invoke_t", "complete_t") if c in df.columns), None)
+        order = [c for c in (t, "topic", "partition", "offset", "value", "process") if c and c in df.columns]
+        rows = [json.loads(r[0]) for r in df.orderBy(*order).select(F.to_json(F.struct(*df.columns))).limit(n).collect()]
+        return rows
 
 
 #: evidence rows (all anomalies together) below which they are collected in one job
