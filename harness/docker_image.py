@@ -47,9 +47,6 @@ PROJECT_DIRS = ["kraftsim", "harness", "nemeses", "workloads", "checkers"]
 #: the wheels kraftsim needs, resolved with their dependencies by pip
 REQUIREMENTS = ["kio==0.6.5"]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-#: keeps netlab namespaces talking across their bridge while dockerd runs (see module doc)
-BRIDGE_RULE = ["-i", "flbr-+", "-o", "flbr-+", "-m", "comment", "--comment",
-               "faultline: netlab bridges bypass dockerd FORWARD DROP", "-j", "ACCEPT"]
 
 
 class ImageBuildError(RuntimeError):
@@ -121,17 +118,7 @@ def ensure_engine(wait_s: float = 60.0, log_path: str = "/tmp/dockerd.log") -> d
                 if time.monotonic() > deadline:
                     raise ImageBuildError(f"dockerd did not answer within {wait_s:.0f}s (see {log_path})")
                 time.sleep(0.5)
-    keep_bridges_forwarding()
     return c
-
-
-def keep_bridges_forwarding() -> None:
-    """Insert the DOCKER-USER accept rule for ``flbr-*`` bridges once (idempotent)."""
-    if os.geteuid() != 0 or not shutil.which("iptables"):
-        return
-    check = subprocess.run(["iptables", "-w", "5", "-C", "DOCKER-USER", *BRIDGE_RULE], capture_output=True)
-    if check.returncode != 0:
-        subprocess.run(["iptables", "-w", "5", "-I", "DOCKER-USER", *BRIDGE_RULE], capture_output=True)
 
 
 def image_exists(c: docker.DockerClient, tag: str) -> bool:

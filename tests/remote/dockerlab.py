@@ -15,7 +15,6 @@ from pathlib import Path
 
 import yaml
 
-from harness.docker_image import keep_bridges_forwarding
 from harness.inventory import Inventory, load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +31,6 @@ def ensure_dockerd() -> None:
             if subprocess.run(["docker", "info"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.5)
-    keep_bridges_forwarding()
 
 
 def build_image() -> str:

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.docker_image import keep_bridges_forwarding
 from tests.support.netlab import LABS, NetLab, cleanup_stale, sh
 
 USER = "fl-ssh-nopw"
@@ -76,9 +75,7 @@ class SshLab:
         cleanup_stale("ssh")
         self._del_veths()
         os.chmod(self.root, 0o755)
-        # with dockerd running, bridged traffic between namespaces needs this rule (kraftsim
-        # brokers on different lab hosts talk across the lab bridge)
-        keep_bridges_forwarding()
+        # NetLab lets its bridge forward even while dockerd's FORWARD policy is DROP
         self.lab = NetLab("ssh", self.hosts).up()
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.client_key)

@@ -46,6 +46,10 @@ class NetLab:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
+        # dockerd sets FORWARD's policy to DROP and loads br_netfilter, which silently drops
+        # traffic between namespaces on one bridge; let this lab's own bridge forward.
+        sh("iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT",
+           "-m", "comment", "--comment", f"netlab-{self.lab}")
         for i, h in enumerate(self.hosts):
             ns = self.ns(h)
             veth_host, veth_ns = f"flv{LABS[self.lab]}h{i}", f"flv{LABS[self.lab]}n{i}"
@@ -72,12 +76,19 @@ class NetLab:
                 sh("kill", "-9", pid, check=False)
             sh("ip", "netns", "del", ns, check=False)
         sh("ip", "link", "del", self.bridge, check=False)
+        _drop_forward_rules(self.bridge, self.lab)
 
     def __enter__(self) -> "NetLab":
         return self.up()
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+
+def _drop_forward_rules(bridge: str, lab: str) -> None:
+    while sh("iptables", "-D", "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT",
+             "-m", "comment", "--comment", f"netlab-{lab}", check=False).returncode == 0:
+        pass
 
 
 def cleanup_stale(lab: str) -> None:
@@ -90,3 +101,4 @@ def cleanup_stale(lab: str) -> None:
                 sh("kill", "-9", pid, check=False)
             sh("ip", "netns", "del", name, check=False)
     sh("ip", "link", "del", f"flbr-{lab}"[:15], check=False)
+    _drop_forward_rules(f"flbr-{lab}"[:15], lab)
