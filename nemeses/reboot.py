@@ -104,7 +104,8 @@ class Reboot(Nemesis):
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
         dirs = log_dirs(node, params) if mode != "lazyfs" else []
         if mode == "sysrq":
-            if node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
+            shares_our_kernel = _shares_local_kernel(node)
+            if not shares_our_kernel and node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
                 node.transport.run("echo 1 > /proc/sys/kernel/sysrq; echo b > /proc/sysrq-trigger",
                                    sudo=True, timeout=5)
                 node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
@@ -112,7 +113,9 @@ class Reboot(Nemesis):
             killed = self._kill_host(node)
             report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
                                         params.get("clean_markers"))
-            return {"mode": "sysrq", "emulated": True, "why": "no /proc/sysrq-trigger on this kernel",
+            why = ("the host shares the harness machine's kernel (same boot id)" if shares_our_kernel
+                   else "no /proc/sysrq-trigger on this kernel")
+            return {"mode": "sysrq", "emulated": True, "why": why,
                     "killed": killed, **summarise(report)}
         killed = kill_broker(node)
         if mode == "lazyfs":
@@ -146,3 +149,20 @@ class Reboot(Nemesis):
                 node.start_service()
                 started.append(name)
         self.end(record, started=started)
+
+
+def _shares_local_kernel(node: Node) -> bool:
+    """Whether the target runs on the harness machine's own kernel.
+
+    Why: a network namespace, a container or an sshd-in-namespace test host shares this
+    kernel, so a real SysRq reboot there would reboot the machine running faultline. Same
+    boot id (``/proc/sys/kernel/random/boot_id``) means same kernel; an unreadable boot id
+    is treated as "same" so the dangerous path needs positive proof of a separate host.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            ours = fh.read().strip()
+    except OSError:
+        return True
+    theirs = node.transport.run(["cat", "/proc/sys/kernel/random/boot_id"])
+    return not theirs.ok or theirs.stdout.strip() in ("", ours)

@@ -161,6 +161,8 @@ def test_sysrq_is_emulated_here_killing_the_whole_namespace(tmp_path):
             assert node.service_pids()
             d = rec.undo["detail"]["broker-2"]
             assert d["emulated"] is True and d["partitions"]["orders-0"]["expected_log_end_offset"] == 10
+            # the guard that keeps a real SysRq off any host sharing the harness's kernel
+            assert "boot id" in d["why"]
             assert log_end_offset(log_dir / "orders-0") == 10
             nem.stop(rec)
         finally:
