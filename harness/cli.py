@@ -194,9 +194,14 @@ def report(results_dir: Path = typer.Argument(..., help="a run directory with ve
     if not (rd / "verdict.json").exists():
         raise ConfigError(rd, "verdict.json", "missing; run `faultline check` first")
     try:
-        from harness.report import write_junit, write_report
+        from harness.report import ReportInputError, write_junit, write_report
+    except ImportError as e:
+        raise Exit(EXIT_INFRA, f"report unavailable: {_one_line(e)}") from None
+    try:
         write_report(rd)
         write_junit(rd)
+    except ReportInputError as e:  # a malformed input file: the user's to fix, one line
+        raise Exit(EXIT_CONFIG, _one_line(e)) from None
     except ImportError as e:
         raise Exit(EXIT_INFRA, f"report unavailable: {_one_line(e)}") from None
     except Exception as e:  # noqa: BLE001

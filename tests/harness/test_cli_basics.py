@@ -30,3 +30,17 @@ def test_check_and_report_refuse_a_non_run_directory(tmp_path: Path) -> None:
 def test_heal_with_an_empty_ledger(tmp_path: Path) -> None:
     r = faultline(["heal"], tmp_path / "state", timeout=120)
     assert r.returncode == 0 and r.stdout.startswith("0 healed, 0 failed"), r.stdout + r.stderr
+
+
+def test_report_on_a_malformed_run_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    """A run directory whose verdict exists but whose run.json is corrupt is the user's input
+    problem (exit 2, the file named), not an infrastructure failure (exit 3)."""
+    rd = tmp_path / "run"
+    (rd / "history").mkdir(parents=True)
+    (rd / "history" / "producer-0.jsonl").write_text("")
+    (rd / "verdict.json").write_text('{"valid": true, "counts": {"lost_write": 0}, "acked_writes": 0}\n')
+    (rd / "run.json").write_text("{not json\n")
+    r = faultline(["report", str(rd)], tmp_path / "state", timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "run.json" in lines[0]
