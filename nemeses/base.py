@@ -96,6 +96,17 @@ class Nemesis(abc.ABC):
         self.ctx.ledger.apply(record.id, "fault", record.to_json(), nemesis=self.name,
                               inventory=self.ctx.inventory_path)
 
+    def start_stopped_targets(self, record: FaultRecord) -> list[str]:
+        """The usual heal of a crash-like fault: start every target whose service is not
+        running (idempotent: a target someone already restarted is left alone)."""
+        started = []
+        for name in record.targets:
+            node = self.ctx.nodes.get(name)
+            if node is not None and not node.service_pids():
+                node.start_service()
+                started.append(name)
+        return started
+
     def end(self, record: FaultRecord, **detail: Any) -> None:
         self.ctx.timeline.fault_stopped(record.id, record.fault, record.targets, **detail)
         self.ctx.ledger.healed(record.id)

@@ -56,10 +56,4 @@ class DiskWipe(Nemesis):
         return record
 
     def stop(self, record: FaultRecord) -> None:
-        started = []
-        for name in record.targets:
-            node = self.ctx.nodes.get(name)
-            if node is not None and not node.service_pids():
-                node.start_service()
-                started.append(name)
-        self.end(record, started=started)
+        self.end(record, started=self.start_stopped_targets(record))

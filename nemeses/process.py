@@ -37,6 +37,15 @@ class _ProcessNemesis(Nemesis):
             raise ValueError(f"{self.name}: give at least one target host")
         return [self._node(t) for t in targets]
 
+    def _begin_with_pids(self, targets: list[str], params: dict[str, Any]) -> tuple[list[Node], FaultRecord]:
+        """Resolve the targets and ledger their pids before any signal is sent, so a heal in a
+        new process knows exactly which processes this fault touched."""
+        nodes = self._targets(targets)
+        pids = {n.name: n.service_pids() for n in nodes}
+        rec = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"pids": pids})
+        self.begin(rec)
+        return nodes, rec
+
     def _ensure_running(self, node: Node) -> bool:
         """Start the service if no process of it runs; True when it had to start it."""
         if node.service_pids():
@@ -51,10 +60,7 @@ class Kill(_ProcessNemesis):
     description = "SIGKILL the broker/controller process; heal restarts it (step duration = downtime)"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
-        nodes = self._targets(targets)
-        pids = {n.name: n.service_pids() for n in nodes}
-        rec = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"pids": pids})
-        self.begin(rec)
+        nodes, rec = self._begin_with_pids(targets, params)
         for n in nodes:
             n.stop_service(signal.SIGKILL)
         restart_after = params.get("restart_after")
@@ -73,12 +79,7 @@ class Kill(_ProcessNemesis):
             self.ctx.timeline.event("note", text=f"kill {rec.id}: restart after delay failed: {e}")
 
     def stop(self, record: FaultRecord) -> None:
-        restarted = []
-        for name in record.targets:
-            node = self.ctx.nodes.get(name)
-            if node is not None and self._ensure_running(node):
-                restarted.append(name)
-        self.end(record, restarted=restarted)
+        self.end(record, restarted=self.start_stopped_targets(record))
 
 
 @register
@@ -87,12 +88,9 @@ class Pause(_ProcessNemesis):
     description = "SIGSTOP the broker/controller process (a gray failure); heal sends SIGCONT"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
-        nodes = self._targets(targets)
-        pids = {n.name: n.service_pids() for n in nodes}
-        rec = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"pids": pids})
-        self.begin(rec)
+        nodes, rec = self._begin_with_pids(targets, params)
         for n in nodes:
-            for pid in pids[n.name]:
+            for pid in rec.undo["pids"][n.name]:
                 n.transport.signal(pid, signal.SIGSTOP, sudo=getattr(n, "sudo", False))
         return rec
 
@@ -120,10 +118,7 @@ class Restart(_ProcessNemesis):
     description = "clean restart: SIGTERM, wait for exit, start again after params.downtime (default 0)"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
-        nodes = self._targets(targets)
-        pids = {n.name: n.service_pids() for n in nodes}
-        rec = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"pids": pids})
-        self.begin(rec)
+        nodes, rec = self._begin_with_pids(targets, params)
         for n in nodes:
             n.stop_service(signal.SIGTERM)
         downtime = float(params.get("downtime", 0) or 0)
@@ -134,9 +129,4 @@ class Restart(_ProcessNemesis):
         return rec
 
     def stop(self, record: FaultRecord) -> None:
-        restarted = []
-        for name in record.targets:
-            node = self.ctx.nodes.get(name)
-            if node is not None and self._ensure_running(node):
-                restarted.append(name)
-        self.end(record, restarted=restarted)
+        self.end(record, restarted=self.start_stopped_targets(record))

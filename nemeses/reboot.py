@@ -142,13 +142,7 @@ class Reboot(Nemesis):
 
     def stop(self, record: FaultRecord) -> None:
         """Heal: every target broker is running again (started if the fault left it down)."""
-        started = []
-        for name in record.targets:
-            node = self.ctx.nodes.get(name)
-            if node is not None and not node.service_pids():
-                node.start_service()
-                started.append(name)
-        self.end(record, started=started)
+        self.end(record, started=self.start_stopped_targets(record))
 
 
 def _shares_local_kernel(node: Node) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from .checkpoints import (
     LOG_START_CHECKPOINT,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from pathlib import Path
 
 import pandas as pd
 import pytest
