@@ -50,11 +50,15 @@ def test_kip903_race(kraftsim_cluster, kip903):
         assert len(prod.acked) == N, prod.failed
         # Step 1: B restarts and catches up; A's AlterPartition adding B is held.
         relay.hold_alter_partition()
+        t_restart = time.time()
         c.start_broker(2)
         end = time.time() + 20
         while relay.held_count == 0 and time.time() < end:
             time.sleep(0.05)
         assert relay.held_count >= 1, "A never proposed B for the ISR"
+        # B must be unfenced before its crash, or the controller has nothing to fence (step 3);
+        # on a loaded machine the unfencing can come after A's proposal.
+        c.wait_event(lambda e: e["event"] == "broker_unfenced" and e["broker"] == 2, after=t_restart)
         epoch_old = max(e["broker_epoch"] for e in c.events() if e["event"] == "broker_registered" and e["broker"] == 2)
         # Steps 2-3: B hard-fails and is fenced.
         t1 = time.time()
