@@ -14,7 +14,6 @@ import datetime
 import io
 import socket
 import struct
-import threading
 import uuid
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from kraftsim.storage.log import PartitionLog
+from tests.support.tcpserver import LoopbackServer
 from kraftsim.storage.records import decode_records, iter_batches, validate_batch
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
@@ -38,35 +38,12 @@ TOPIC = "orders"
 PARTITIONS = 2
 
 
-class CaptureBroker:
+class CaptureBroker(LoopbackServer):
     def __init__(self, logs: dict[int, PartitionLog]) -> None:
         self.logs = logs
         self.raw: list[tuple[int, bytes]] = []
         self.errors: list[str] = []
-        self._srv = socket.create_server(("127.0.0.1", 0))
-        self.port = self._srv.getsockname()[1]
-        self._conns: list[socket.socket] = []
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._srv.close()
-        for c in self._conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._srv.accept()
-            except OSError:
-                return
-            self._conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        super().__init__()  # starts listening: attributes above must exist first
 
     def _serve(self, conn: socket.socket) -> None:
         try:

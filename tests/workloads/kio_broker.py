@@ -13,7 +13,6 @@ import datetime
 import io
 import socket
 import struct
-import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -25,6 +24,8 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
+
+from tests.support.tcpserver import LoopbackServer
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 
@@ -38,7 +39,7 @@ class PartitionState:
     replicas: list[int] = field(default_factory=lambda: [1, 2, 3])
 
 
-class KioBroker:
+class KioBroker(LoopbackServer):
     """Serves one topic's partition state on 127.0.0.1; ``supports_dtp`` toggles api 75."""
 
     def __init__(self, node_id: int, topic: str, partitions: dict[int, PartitionState],
@@ -47,35 +48,11 @@ class KioBroker:
         self.supports_dtp = supports_dtp
         self.peers = peers if peers is not None else []
         self.requests: list[int] = []
-        self._srv = socket.create_server(("127.0.0.1", 0))
-        self.port = self._srv.getsockname()[1]
-        self._stop = threading.Event()
-        self._conns: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__()  # starts listening: attributes above must exist first
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._srv.close()
-        for c in self._conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._srv.accept()
-            except OSError:
-                return
-            self._conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
