@@ -145,6 +145,23 @@ class Worker:
         return self.control.get_error()
 
 
+class WorkerBacked:
+    """What every workload exposes about its worker (pid for the ledger, start, liveness);
+    subclasses set ``self._worker`` in their constructor."""
+
+    _worker: Worker
+
+    @property
+    def pid(self) -> int | None:
+        return self._worker.pid
+
+    def start(self) -> None:
+        self._worker.start()
+
+    def alive(self) -> bool:
+        return self._worker.alive()
+
+
 def client_logger(name: str, path: str) -> logging.Logger:
     """A logger for librdkafka's own log lines, into a file beside the history.
 

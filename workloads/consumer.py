@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from workloads import history as h
-from workloads._worker import Control, Worker, client_logger
+from workloads._worker import Control, Worker, WorkerBacked, client_logger
 from workloads.outcomes import error_name
 from workloads.producer import partition_list
 
@@ -100,7 +100,7 @@ def _consumer_main(spec: ConsumerSpec, control: Control) -> None:
         writer.close()
 
 
-class ConsumerWorkload:
+class ConsumerWorkload(WorkerBacked):
     """One recorded tailing consumer process over every given partition of one topic."""
 
     def __init__(self, process: str, bootstrap: str, topic: str, partitions: int | Sequence[int],
@@ -113,16 +113,6 @@ class ConsumerWorkload:
                                  history_path=str(self.history_path), now=now,
                                  config=consumer_config(bootstrap, process, **(extra_config or {})))
         self._worker = Worker(f"consumer:{process}", _consumer_main, self.spec, 2, mode)
-
-    @property
-    def pid(self) -> int | None:
-        return self._worker.pid
-
-    def start(self) -> None:
-        self._worker.start()
-
-    def alive(self) -> bool:
-        return self._worker.alive()
 
     def stats(self) -> dict[str, int]:
         c = self._worker.control.counters

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from workloads import history as h
-from workloads._worker import Control, Worker, client_logger
+from workloads._worker import Control, Worker, WorkerBacked, client_logger
 from workloads.outcomes import FAIL, INFO, OK, classify, classify_code
 
 INVOKED, OKS, FAILS, INFOS = range(4)
@@ -181,7 +181,7 @@ def _producer_main(spec: ProducerSpec, control: Control) -> None:
     _ProducerLoop(spec, control).run()
 
 
-class ProducerWorkload:
+class ProducerWorkload(WorkerBacked):
     """One recorded producer process: ``start()``, ``stats()`` while running, ``stop()``."""
 
     def __init__(self, process: str, bootstrap: str, topic: str, partitions: int | Sequence[int],
@@ -201,16 +201,6 @@ class ProducerWorkload:
                                  config=conf, retries_possible=retries_possible(conf),
                                  max_sends=max_sends)
         self._worker = Worker(f"producer:{process}", _producer_main, self.spec, 4, mode)
-
-    @property
-    def pid(self) -> int | None:
-        return self._worker.pid
-
-    def start(self) -> None:
-        self._worker.start()
-
-    def alive(self) -> bool:
-        return self._worker.alive()
 
     def stats(self) -> dict[str, int]:
         c = self._worker.control.counters
