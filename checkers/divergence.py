@@ -21,19 +21,32 @@ def _observations(fr: Frames) -> DataFrame:
 
 
 def divergence(fr: Frames) -> dict[str, DataFrame]:
-    obs = _observations(fr)
+    """Counted on the distinct observed log first; observers are looked up only for the offenders.
+
+    ``log`` holds each distinct (partition, offset, value) once, so an offset with two rows is
+    inconsistent and a value with two rows is a duplicate; only those (normally none) are joined
+    back to the observations for the "who saw what" evidence.
+    """
+    incons_keys = (fr.log.groupBy(*TP, "offset").agg(F.count(F.lit(1)).alias("n_values"))
+                   .where(F.col("n_values") > 1))
+    obs = _observations(fr).join(incons_keys.select(*TP, "offset"), TP + ["offset"], "left_semi")
     inconsistent = (obs.groupBy(*TP, "offset")
                     .agg(F.countDistinct("value").alias("n_values"),
                          F.array_join(F.sort_array(F.collect_set("value")), " ").alias("values"),
                          F.array_join(F.sort_array(F.collect_set(F.concat(F.col("by"), F.lit("="), F.col("value")))), " ").alias("observed_by"))
                     .where(F.col("n_values") > 1))
-    duplicate = (obs.groupBy("topic", "value")
-                 .agg(F.countDistinct("partition", "offset").alias("n_offsets"),
-                      F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
+    dup_keys = (fr.log.where(F.col("value").isNotNull()).groupBy("topic", "value").agg(F.count(F.lit(1)).alias("n_offsets"))
+                .where(F.col("n_offsets") > 1))
+    duplicate = (fr.log.join(dup_keys, ["topic", "value"], "inner")
+                 .groupBy("topic", "value", "n_offsets")
+                 .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
                                                                          F.col("offset").cast("string")))), " ").alias("at"))
-                 .where(F.col("n_offsets") > 1))
-    s = fr.ok_sends.select("process", "op", *TP, "offset", "value", "ack_t")
-    r = fr.reads.select(*TP, "offset", F.col("value").alias("read_value"), F.col("process").alias("reader"))
+                 .select("topic", "value", "n_offsets", "at"))
+    # an acknowledged offset read with another value is an inconsistent offset seen from the send side
+    keys = incons_keys.select(*TP, "offset")
+    s = fr.ok_sends.join(keys, TP + ["offset"], "left_semi").select("process", "op", *TP, "offset", "value", "ack_t")
+    r = (fr.reads.join(keys, TP + ["offset"], "left_semi")
+         .select(*TP, "offset", F.col("value").alias("read_value"), F.col("process").alias("reader")))
     mismatch = (s.join(r, TP + ["offset"], "inner").where(F.col("read_value") != F.col("value"))
                 .groupBy("process", "op", *TP, "offset", "value", "ack_t")
                 .agg(F.array_join(F.sort_array(F.collect_set("read_value")), " ").alias("read_values"),

@@ -25,11 +25,14 @@ MAYBE_APPENDED_CODES = (20, 7, 13)
 
 
 def failed_visible(fr: Frames) -> dict[str, DataFrame]:
-    read = (fr.reads.groupBy("topic", "value")
-            .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
-                                                                   F.col("offset").cast("string")))), " ").alias("read_at"),
-                 F.array_join(F.sort_array(F.collect_set("process")), " ").alias("readers")))
-    failed = (fr.sends.where(F.col("type") != "ok").join(read, ["topic", "value"], "inner")
+    # the (normally few) failed sends that were read, then the details of just those reads
+    failed = fr.sends.where(F.col("type") != "ok").join(fr.read_values.select("topic", "value"), ["topic", "value"], "inner")
+    detail = (fr.reads.join(failed.select("topic", "value").distinct(), ["topic", "value"], "inner")
+              .groupBy("topic", "value")
+              .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
+                                                                     F.col("offset").cast("string")))), " ").alias("read_at"),
+                   F.array_join(F.sort_array(F.collect_set("process")), " ").alias("readers")))
+    failed = (failed.join(detail, ["topic", "value"], "inner")
               .select("process", "op", "topic", "partition", "value", "type", "error", "error_code",
                       "invoke_t", "complete_t", "read_at", "readers"))
     allowed = ((F.col("type") == "info")

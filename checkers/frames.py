@@ -27,32 +27,55 @@ class Frames:
     drain_end: DataFrame   # topic, partition, drain_end (offset the final drain read up to), drain_end_t
     log: DataFrame         # distinct (topic, partition, offset, value) seen by ok sends or reads
     part_stats: DataFrame  # per topic-partition: max_read_offset, max_acked_offset, acked, drain_end, drain_end_t
+    read_values: DataFrame  # distinct (topic, value) read by anyone; drained = the final drain read it
+
+    def cache(self) -> "Frames":
+        """Materialise the shared frames once (each family reads them; recomputing is the cost)."""
+        for df in self._cached():
+            df.cache()
+        return self
+
+    def unpersist(self) -> None:
+        for df in self._cached():
+            df.unpersist()
+
+    def _cached(self) -> tuple[DataFrame, ...]:
+        return (self.sends, self.ok_sends, self.reads, self.poll_ops, self.log, self.part_stats, self.read_values)
 
 
 def derive(history: DataFrame) -> Frames:
-    """Build the shared frames from the raw history DataFrame (lazy; nothing is collected)."""
+    """Build the shared frames from the raw history DataFrame (lazy; nothing is collected).
+
+    Pairing invokes with completions is one aggregation by ``(process, op)`` (one shuffle of the
+    send records), not two aggregations and a join.
+    """
     h = history
-    inv = (h.where((F.col("f") == H.SEND) & (F.col("type") == H.INVOKE))
-           .groupBy("process", "op")
-           .agg(F.min("t").alias("invoke_t"), F.first("topic", True).alias("i_topic"),
-                F.first("partition", True).alias("i_partition"), F.first("value", True).alias("i_value")))
-    cmp = (h.where((F.col("f") == H.SEND) & (F.col("type") != H.INVOKE))
-           .groupBy("process", "op")
-           .agg(F.min("t").alias("complete_t"),
-                # ok wins over info wins over fail if a writer ever recorded two completions
-                F.min(F.when(F.col("type") == H.OK, 0).when(F.col("type") == H.INFO, 1).otherwise(2)).alias("_rank"),
-                F.first("topic", True).alias("c_topic"), F.first("partition", True).alias("c_partition"),
-                F.first("offset", True).alias("offset"), F.first("value", True).alias("c_value"),
-                F.first("error", True).alias("error"), F.first("error_code", True).alias("error_code")))
-    sends = (inv.join(cmp, ["process", "op"], "full_outer")
-             .select("process", "op",
-                     F.coalesce("c_topic", "i_topic").alias("topic"),
-                     F.coalesce("c_partition", "i_partition").alias("partition"),
-                     F.coalesce("c_value", "i_value").alias("value"),
-                     "offset",
-                     F.when(F.col("_rank") == 0, H.OK).when(F.col("_rank") == 2, H.FAIL)
-                      .otherwise(H.INFO).alias("type"),
-                     "error", "error_code", "invoke_t", "complete_t"))
+    done = F.col("type") != H.INVOKE
+    rank = F.when(F.col("type") == H.OK, 0).when(F.col("type") == H.INFO, 1).otherwise(2)
+    pairs = (h.where(F.col("f") == H.SEND)
+             .groupBy("process", "op")
+             .agg(F.min(F.when(~done, F.col("t"))).alias("invoke_t"),
+                  F.min(F.when(done, F.col("t"))).alias("complete_t"),
+                  # ok wins over info wins over fail if a writer ever recorded two completions
+                  F.min(F.when(done, rank)).alias("_rank"),
+                  F.first(F.when(done, F.col("topic")), True).alias("c_topic"),
+                  F.first(F.when(~done, F.col("topic")), True).alias("i_topic"),
+                  F.first(F.when(done, F.col("partition")), True).alias("c_partition"),
+                  F.first(F.when(~done, F.col("partition")), True).alias("i_partition"),
+                  F.first(F.when(done, F.col("value")), True).alias("c_value"),
+                  F.first(F.when(~done, F.col("value")), True).alias("i_value"),
+                  F.coalesce(F.first(F.when(F.col("type") == H.OK, F.col("offset")), True),
+                             F.first(F.when(done, F.col("offset")), True)).alias("offset"),
+                  F.first(F.when(done, F.col("error")), True).alias("error"),
+                  F.first(F.when(done, F.col("error_code")), True).alias("error_code")))
+    sends = pairs.select(
+        "process", "op",
+        F.coalesce("c_topic", "i_topic").alias("topic"),
+        F.coalesce("c_partition", "i_partition").alias("partition"),
+        F.coalesce("c_value", "i_value").alias("value"),
+        "offset",
+        F.when(F.col("_rank") == 0, H.OK).when(F.col("_rank") == 2, H.FAIL).otherwise(H.INFO).alias("type"),
+        "error", "error_code", "invoke_t", "complete_t")
     ok_sends = (sends.where((F.col("type") == H.OK) & F.col("offset").isNotNull() & F.col("partition").isNotNull())
                 .withColumn("ack_t", F.col("complete_t")))
 
@@ -67,10 +90,12 @@ def derive(history: DataFrame) -> Frames:
                  .groupBy(*TP).agg(F.max("offset").alias("drain_end"), F.max("t").alias("drain_end_t")))
     log = (reads.select(*TP, "offset", "value")
            .unionByName(ok_sends.select(*TP, "offset", "value")).distinct())
+    read_values = (reads.groupBy("topic", "value")
+                   .agg(F.max(F.col("f") == H.DRAIN).alias("drained")))
 
     read_stats = poll_ops.groupBy(*TP).agg(F.max("max_offset").alias("max_read_offset"))
     ack_stats = ok_sends.groupBy(*TP).agg(F.max("offset").alias("max_acked_offset"),
                                           F.count(F.lit(1)).alias("acked"))
     part_stats = (ack_stats.join(read_stats, TP, "full_outer").join(drain_end, TP, "full_outer")
                   .fillna(0, subset=["acked"]))
-    return Frames(sends, ok_sends, reads, poll_ops, drain_end, log, part_stats)
+    return Frames(sends, ok_sends, reads, poll_ops, drain_end, log, part_stats, read_values)

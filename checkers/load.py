@@ -16,12 +16,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from checkers.ingest import IngestResult, Split, convert_split, ingest
 from workloads import history as H
 
 _SPARK_TYPES: dict[str, T.DataType] = {
@@ -88,6 +89,7 @@ class RunInputs:
     events: DataFrame          # cluster + proxy events with t on the run clock and a host column
     has_cluster_events: bool = False
     history_files: list[str] = field(default_factory=list)
+    ingest: IngestResult | None = None
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
@@ -142,11 +144,24 @@ def _check_history_file(path: Path) -> None:
         raise CheckerInputError(f"{path}: line 1 field 'f' is {rec.get('f')!r}; want one of {', '.join(H.FUNCTIONS)}")
 
 
-def read_history(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """All history files as one DataFrame; torn or undecodable lines become null rows and are dropped."""
-    df = (spark.read.schema(HISTORY_SCHEMA).option("mode", "PERMISSIVE")
-          .json([_uri(p) for p in paths]))
-    return df.where(F.col("type").isNotNull() & F.col("f").isNotNull() & F.col("process").isNotNull())
+def _spark_splits(spark: SparkSession) -> Callable[[list[Split], str], list[tuple[int, int, int]]] | None:
+    """Convert splits as Spark tasks on a cluster master; None (driver threads) when local."""
+    master = spark.sparkContext.master
+    if master.startswith("local"):
+        return None
+
+    def run(splits: list[Split], out_dir: str) -> list[tuple[int, int, int]]:
+        return spark.sparkContext.parallelize(splits, len(splits)).map(lambda s: convert_split(s, out_dir)).collect()
+    return run
+
+
+def read_history(spark: SparkSession, run_dir: Path, paths: list[str]) -> tuple[DataFrame, IngestResult]:
+    """All history files as one DataFrame, through the run's Parquet copy (checkers/ingest.py).
+
+    Torn tails and undecodable lines were dropped (and counted) by the conversion.
+    """
+    res = ingest(run_dir, paths, run_splits=_spark_splits(spark))
+    return spark.read.schema(HISTORY_SCHEMA).parquet(_uri(res.dataset)), res
 
 
 def _optional_json(spark: SparkSession, paths: list[Path], schema: T.StructType,
@@ -180,7 +195,7 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
     """Read one run directory. Raises CheckerInputError with a one-line reason."""
     rd = Path(run_dir)
     run, files = precheck(rd)
-    hist = read_history(spark, files)
+    hist, ingested = read_history(spark, rd, files)
 
     timeline = _optional_json(spark, [rd / "timeline.jsonl"], TIMELINE_SCHEMA)
     observer = _optional_json(spark, [rd / "observer.jsonl"], OBSERVER_SCHEMA)
@@ -196,4 +211,4 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
                           .otherwise(F.regexp_extract("_path", r"cluster-logs/([^/]+)/events\.jsonl$", 1)))
               .drop("_path"))
     has_cluster = any(p.exists() and p.stat().st_size > 0 for p in ev_paths[:-1])
-    return RunInputs(rd, run, hist, timeline, observer, events, has_cluster, files)
+    return RunInputs(rd, run, hist, timeline, observer, events, has_cluster, files, ingested)

@@ -45,7 +45,7 @@ def build_verdict(an: "Analysis", run: dict[str, Any], *, expect: str | None = N
     else:
         as_expected = valid and counts["lost_write"] == 0
     lost = an.evidence["lost_write"]
-    if an.rows is not None:
+    if "lost_write" in an.rows:
         by_part: dict[str, int] = {}
         for r in an.rows["lost_write"]:
             k = f"{r['topic']}-{r['partition']}"
