@@ -35,13 +35,20 @@ def divergence(fr: Frames) -> dict[str, DataFrame]:
                          F.array_join(F.sort_array(F.collect_set("value")), " ").alias("values"),
                          F.array_join(F.sort_array(F.collect_set(F.concat(F.col("by"), F.lit("="), F.col("value")))), " ").alias("observed_by"))
                     .where(F.col("n_values") > 1))
-    dup_keys = (fr.log.where(F.col("value").isNotNull()).groupBy("topic", "value").agg(F.count(F.lit(1)).alias("n_offsets"))
-                .where(F.col("n_offsets") > 1))
-    duplicate = (fr.log.join(dup_keys, ["topic", "value"], "inner")
-                 .groupBy("topic", "value", "n_offsets")
-                 .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
-                                                                         F.col("offset").cast("string")))), " ").alias("at"))
-                 .select("topic", "value", "n_offsets", "at"))
+    # duplicates: a value twice in its own partition (co-partitioned), or a value observed in a
+    # partition none of its sends went to ("foreign": the only way a value can be in two
+    # partitions, values being unique per send) - both candidate sets are small, then exact
+    log = fr.log.where(F.col("value").isNotNull())
+    within = (log.groupBy(*TP, "value").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+              .select("topic", "value"))
+    foreign = (log.join(fr.sends.select(*TP, "value"), [*TP, "value"], "left_anti").select("topic", "value"))
+    dup_values = within.unionByName(foreign).distinct()
+    duplicate = (log.join(dup_values, ["topic", "value"], "left_semi")
+                 .groupBy("topic", "value")
+                 .agg(F.count(F.lit(1)).alias("n_offsets"),
+                      F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
+                                                                        F.col("offset").cast("string")))), " ").alias("at"))
+                 .where(F.col("n_offsets") > 1))
     # an acknowledged offset read with another value is an inconsistent offset seen from the send side
     keys = incons_keys.select(*TP, "offset")
     s = fr.ok_sends.join(keys, TP + ["offset"], "left_semi").select("process", "op", *TP, "offset", "value", "ack_t")

@@ -25,9 +25,11 @@ MAYBE_APPENDED_CODES = (20, 7, 13)
 
 
 def failed_visible(fr: Frames) -> dict[str, DataFrame]:
-    # the (normally few) failed sends that were read, then the details of just those reads
-    failed = fr.sends.where(F.col("type") != "ok").join(fr.read_values.select("topic", "value"), ["topic", "value"], "inner")
-    detail = (fr.reads.join(failed.select("topic", "value").distinct(), ["topic", "value"], "inner")
+    # the (normally few) failed sends, matched against every read of their topic: the failed
+    # side is the build side of the join, so the reads are streamed, never shuffled
+    failed = fr.sends.where(F.col("type") != "ok")
+    keys = failed.select("topic", "value").distinct()
+    detail = (fr.reads.join(keys, ["topic", "value"], "inner")
               .groupBy("topic", "value")
               .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
                                                                      F.col("offset").cast("string")))), " ").alias("read_at"),

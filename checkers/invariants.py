@@ -42,12 +42,12 @@ def ack_below_min_isr(fr: Frames, isr: DataFrame, min_isr: int) -> DataFrame:
           .withColumn("state", F.last("isr_size", True).over(w))
           .withColumn("goods", F.sum("good").over(w))
           .where(F.col("k") == 1)
-          .groupBy("process", "op")
+          .groupBy(*TP, "process", "op")
           .agg(F.max(F.when(F.col("at") == "invoke", F.col("state"))).alias("isr_at_invoke"),
                F.max(F.when(F.col("at") == "ack", F.col("state"))).alias("isr_at_ack"),
                F.max(F.when(F.col("at") == "invoke", F.col("goods"))).alias("g0"),
                F.max(F.when(F.col("at") == "ack", F.col("goods"))).alias("g1")))
-    return (ok.join(st, ["process", "op"])
+    return (ok.join(st, [*TP, "process", "op"])
             .where((F.col("isr_at_invoke") < min_isr) & (F.col("isr_at_ack") < min_isr) & (F.col("g0") == F.col("g1")))
             .select("process", "op", *TP, "offset", "value", "invoke_t", "ack_t", "isr_at_invoke", "isr_at_ack",
                     F.lit(min_isr).alias("min_insync_replicas")))

@@ -25,29 +25,54 @@ from pyspark.sql import functions as F
 from checkers.frames import TP, Frames
 
 
+#: candidate rows up to which they are broadcast to the reads instead of shuffling both
+BROADCAST_ROWS = 2_000_000
+
+
 def lost_and_unseen(fr: Frames) -> dict[str, DataFrame]:
-    """Return ``{"lost_write": df, "unseen_at_end": df}`` evidence frames."""
-    rv = fr.read_values.select("topic", "value", F.lit(True).alias("_read"), F.col("drained").alias("_drained"))
-    acked = (fr.ok_sends.join(rv, ["topic", "value"], "left")
-             .join(fr.part_stats.select(*TP, "max_read_offset", "drain_end", "drain_end_t"), TP, "left"))
-    was_read = F.coalesce(F.col("_read"), F.lit(False))
-    in_drain = F.coalesce(F.col("_drained"), F.lit(False))
+    """Return ``{"lost_write": df, "unseen_at_end": df}`` evidence frames.
+
+    A write counts as read when its value was read anywhere in its topic. The co-partitioned
+    join answers "read in its own partition" for every write; only the candidates it leaves
+    (normally few) are looked up in the other partitions' reads.
+    """
+    rv = fr.read_values.select(*TP, "value", F.lit(True).alias("_read"), F.col("drained").alias("_drained"))
+    stats = F.broadcast(fr.part_stats.select(*TP, "max_read_offset", "drain_end", "drain_end_t"))
+    acked = fr.ok_sends.join(rv, [*TP, "value"], "left").join(stats, TP, "left")
     read_past = F.coalesce(F.col("max_read_offset") > F.col("offset"), F.lit(False))
     drained = F.col("drain_end").isNotNull()
-    lost = (acked.where((~was_read & read_past) | (drained & ~in_drain))
+    same_read = F.coalesce(F.col("_read"), F.lit(False))
+    same_drained = F.coalesce(F.col("_drained"), F.lit(False))
+    # not read in its own partition, or (drained partition) not drained there: a superset of lost + unseen
+    cand = acked.where(~same_read | (drained & ~same_drained)).cache()
+    other = fr.reads.select(F.col("topic").alias("o_topic"), F.col("partition").alias("o_partition"),
+                            F.col("value").alias("o_value"), "f")
+    keys = cand.select(*TP, "value", "process", "op")
+    if cand.count() <= BROADCAST_ROWS:   # the usual case: no shuffle of the reads at all
+        keys = F.broadcast(keys)
+    seen = (other.join(keys,
+                       (F.col("o_topic") == F.col("topic")) & (F.col("o_value") == F.col("value"))
+                       & (F.col("o_partition") != F.col("partition")), "inner")
+            .groupBy(*TP, "process", "op")
+            .agg(F.lit(True).alias("_read_elsewhere"), F.max(F.col("f") == "drain").alias("_drained_elsewhere")))
+    cand = cand.join(seen, [*TP, "process", "op"], "left")
+    was_read = same_read | F.coalesce(F.col("_read_elsewhere"), F.lit(False))
+    in_drain = same_drained | F.coalesce(F.col("_drained_elsewhere"), F.lit(False))
+    lost = (cand.where((~was_read & read_past) | (drained & ~in_drain))
             .withColumn("lost_because", F.when(~was_read & read_past, F.lit("read_past_offset"))
                         .when(~was_read, F.lit("final_drain_read_whole_partition"))
                         .otherwise(F.lit("final_drain_missed_read_earlier"))))
-    lost = _with_miss_t(fr, lost)
+    # the lost rows are few and read twice below (the sweep's keys and the join back): keep them
+    lost = _with_miss_t(fr, lost.cache())
     lost = lost.select(*TP, "offset", "value", "process", "op", "invoke_t", "ack_t",
                        "max_read_offset", "drain_end", "lost_because", "miss_t", "miss_by")
-    unseen = (acked.where(~was_read & ~read_past & ~drained)
+    unseen = (cand.where(~was_read & ~read_past & ~drained)
               .select(*TP, "offset", "value", "process", "op", "invoke_t", "ack_t", "max_read_offset"))
     return {"lost_write": lost, "unseen_at_end": unseen}
 
 
 #: the result of the per-partition sweep (one row per lost write)
-_MISS_SCHEMA = ("process string, op long, after_t double, after_reader string, any_t double, any_reader string")
+_MISS_SCHEMA = ("topic string, partition int, process string, op long, after_t double, after_reader string, any_t double, any_reader string")
 
 
 def _first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> pandas.DataFrame
@@ -102,24 +127,48 @@ def _first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> p
             if k >= 0:
                 after_t[q], after_r[q] = pt[idx[k]], pr[idx[k]]
     # explicit dtypes: an empty or all-null object column would not convert to Arrow strings
-    return pd.DataFrame({"process": pd.Series(keys["process"].to_numpy(), dtype=object),
+    return pd.DataFrame({"topic": pd.Series(keys["topic"].to_numpy(), dtype=object),
+                         "partition": pd.Series(keys["partition"].to_numpy(), dtype="int32"),
+                         "process": pd.Series(keys["process"].to_numpy(), dtype=object),
                          "op": pd.Series(keys["op"].to_numpy(), dtype="int64"),
                          "after_t": after_t, "after_reader": pd.Series(after_r, dtype=object),
                          "any_t": any_t, "any_reader": pd.Series(any_r, dtype=object)})
+
+
+#: lost writes x polls above which the per-partition sweep replaces the plain join. The sweep
+#: costs a Python worker start (seconds); the join costs one comparison per pair.
+SWEEP_ABOVE_PAIRS = 20_000_000
 
 
 def _with_miss_t(fr: Frames, lost: DataFrame) -> DataFrame:
     """When was the write first missed: the first poll after the ack whose reads passed its offset.
 
     Falls back to the drain's end, then to any read past it (even one before the ack). Works on
-    per-poll aggregates (one row per poll op and partition), never on every message read, and
-    per topic-partition as a sweep (:func:`_first_polls_past`).
+    per-poll aggregates (one row per poll op and partition), never on every message read. With
+    few lost writes a join against the polls is cheapest; with many (a KIP-903 run loses
+    thousands) it is a per-topic-partition sweep (:func:`_first_polls_past`). Both give the
+    same rows (tests/checkers/test_miss_time.py).
     """
     polls = fr.poll_ops.select(*TP, F.col("process").alias("reader"), "t_first", "max_offset")
     keys = lost.select("process", "op", *TP, "offset", "ack_t")
-    j = (keys.groupBy(*TP).cogroup(polls.groupBy(*TP))
-         .applyInPandas(lambda k, p: _first_polls_past(k, p), schema=_MISS_SCHEMA))
-    out = lost.join(j, ["process", "op"], "left")
+    if lost.count() * fr.poll_ops.count() > SWEEP_ABOVE_PAIRS:
+        # fresh column ids on one side: both sides descend from the same history, and Spark
+        # refuses a cogroup whose grouping columns it cannot tell apart
+        keys = keys.select(*[F.col(c).alias(c) for c in keys.columns])
+        j = (keys.groupBy(*TP).cogroup(polls.groupBy(*TP))
+             .applyInPandas(lambda k, p: _first_polls_past(k, p), schema=_MISS_SCHEMA))
+    else:
+        pj = polls.select(F.col("topic").alias("p_topic"), F.col("partition").alias("p_partition"),
+                          "reader", "t_first", "max_offset")
+        cond = ((F.col("topic") == F.col("p_topic")) & (F.col("partition") == F.col("p_partition"))
+                & (F.col("max_offset") > F.col("offset")))
+        j = (keys.join(pj, cond, "inner")
+             .groupBy(*TP, "process", "op")
+             .agg(F.min(F.when(F.col("t_first") >= F.col("ack_t"), F.struct("t_first", "reader"))).alias("after"),
+                  F.min(F.struct("t_first", "reader")).alias("any"))
+             .select(*TP, "process", "op", F.col("after.t_first").alias("after_t"), F.col("after.reader").alias("after_reader"),
+                     F.col("any.t_first").alias("any_t"), F.col("any.reader").alias("any_reader")))
+    out = lost.join(j, [*TP, "process", "op"], "left")
     read_earlier = F.col("lost_because") == "final_drain_missed_read_earlier"
     # a write read before it vanished was first missed by the final drain
     return (out.withColumn("miss_t", F.when(read_earlier, F.col("drain_end_t"))

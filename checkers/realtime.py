@@ -29,9 +29,9 @@ def realtime_regression(fr: Frames) -> dict[str, DataFrame]:
         F.lit(None).cast("struct<offset:bigint,t:double,src:string>").alias("fact"), "process", "op")
     w = Window.partitionBy(*TP).orderBy("t", "k").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     prior = (known.unionByName(probes).withColumn("prior", F.max("fact").over(w))
-             .where(F.col("k") == 0).select("process", "op", "prior"))
+             .where(F.col("k") == 0).select(*TP, "process", "op", "prior"))
     return {"realtime_offset_regression": (
-        fr.ok_sends.join(prior, ["process", "op"], "inner")
+        fr.ok_sends.join(prior, [*TP, "process", "op"], "inner")
         .where(F.col("prior").isNotNull() & (F.col("offset") <= F.col("prior.offset")))
         .select("process", "op", *TP, "offset", "value", "invoke_t", "ack_t",
                 F.col("prior.offset").alias("prior_offset"), F.col("prior.t").alias("prior_t"),

@@ -29,9 +29,9 @@ def send_order(fr: Frames) -> dict[str, DataFrame]:
                        (F.col("offset") - F.col("prev_offset")).alias("delta")))
 
     # the log entries that belong to a producer: join the observed log with its sends by value
-    writer = fr.sends.select("topic", "value", F.col("process").alias("writer"), F.col("op").alias("writer_op"),
+    writer = fr.sends.select(*TP, "value", F.col("process").alias("writer"), F.col("op").alias("writer_op"),
                              F.col("type").alias("writer_type"), F.col("offset").alias("acked_offset"))
-    entries = (fr.log.join(writer, ["topic", "value"], "inner")
+    entries = (fr.log.join(writer, [*TP, "value"], "inner")
                .withColumn("anchor_op", F.when((F.col("writer_type") == "ok") & (F.col("acked_offset") == F.col("offset")),
                                                F.col("writer_op"))))
     # nearest anchors before and after, both as running frames ("unbounded preceding"): Spark
