@@ -4,7 +4,8 @@ Exit codes (issue 4): 0 the verdict was the expected one, 1 it was not (e.g. los
 none was expected), 2 usage or configuration error (one line on stderr, never a
 traceback), 3 infrastructure failure (target unreachable, cluster did not start, checker
 could not run, interrupted). ``run`` prints the run directory as its last line on stdout;
-progress goes to stderr so scripts can take ``| tail -1``.
+progress goes to stderr so scripts can take ``| tail -1``. ``run --no-check`` writes no verdict:
+its 0 means only "the run completed" (the verdict comes from ``faultline check RUN`` later).
 """
 from __future__ import annotations
 
@@ -76,8 +77,16 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
         seed: Optional[int] = typer.Option(None, "--seed", help="seed for random choices (replays a schedule)"),
         set_: list[str] = typer.Option([], "--set", help="override: dotted.key=value (repeatable)"),
         results_dir: Path = typer.Option(Path("results"), "--results-dir", help="where run directories go"),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr")) -> None:
-    """Run a campaign; the last line printed is the run directory (holding verdict.json)."""
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr"),
+        check_: bool = typer.Option(True, "--check/--no-check",
+                                    help="check the run (Spark) when it ends; --no-check stops after collecting "
+                                         "the histories and logs and writes no verdict (`faultline check RUN` later)")) -> None:
+    """Run a campaign; the last line printed is the run directory (holding verdict.json).
+
+    ``--no-check`` ends the run once histories and cluster logs are collected: no Spark, no
+    verdict.json, no report. Why: a benchmark or a loop of runs pays the checker's JVM start
+    once for all of them (``checkers.job.check_run(run, spark=session)``) instead of once per
+    run, and the time of the fault-injection run alone is what it measures."""
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
     from harness.heal import OwnedLedger, heal_all
@@ -92,7 +101,8 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
                       + (f"; {len(rep.failed)} could not be healed (run `faultline heal`)" if rep.failed else ""))
     command = " ".join(shlex.quote(a) for a in
                        ["faultline", "run", str(camp.path), "--seed", str(camp.seed),
-                        *sum((["--set", s] for s in set_), []), "--results-dir", str(results_dir.resolve())])
+                        *sum((["--set", s] for s in set_), []), "--results-dir", str(results_dir.resolve()),
+                        *([] if check_ else ["--no-check"])])
     status = RunStatus()
     stop = threading.Event()
     fired = {"n": 0}
@@ -123,7 +133,9 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
         ticker_stop.set()
         runner.refresh_status()
         err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
-        if result.exit_code == EXIT_OK:
+        if result.exit_code == EXIT_OK and not check_:
+            result.message = f"workload done; not checked (--no-check): faultline check {runner.run_dir}"
+        elif result.exit_code == EXIT_OK:
             err.print(f"checking {runner.run_dir} (Spark; log in checker.log) ...")
             result = runner.check_and_report()
     except Interrupted:
