@@ -58,10 +58,12 @@ def derive(history: DataFrame, partitions: int | None = None) -> Frames:
     send are in the same topic-partition.
     """
     n = partitions or int(history.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    h = history.repartition(n, *TP)
+    h = history
     done = F.col("type") != H.INVOKE
     rank = F.when(F.col("type") == H.OK, 0).when(F.col("type") == H.INFO, 1).otherwise(2)
-    pairs = (h.where(F.col("f") == H.SEND)
+    # each subset is shuffled once on its way into the cache (sends, reads); the same hash
+    # partitioning on (topic, partition) with the same n makes them co-partitioned
+    pairs = (h.where(F.col("f") == H.SEND).drop("v", "f").repartition(n, *TP)
              .groupBy(*TP, "process", "op")
              .agg(F.min(F.when(~done, F.col("t"))).alias("invoke_t"),
                   F.min(F.when(done, F.col("t"))).alias("complete_t"),
@@ -85,12 +87,14 @@ def derive(history: DataFrame, partitions: int | None = None) -> Frames:
 
     reads = (h.where(F.col("f").isin(H.POLL, H.DRAIN) & (F.col("type") == H.OK)
                      & F.col("offset").isNotNull() & F.col("partition").isNotNull())
-             .select("process", "op", "f", "t", "topic", "partition", "offset", "value"))
+             .select("process", "op", "f", "t", "topic", "partition", "offset", "value")
+             .repartition(n, *TP))
     poll_ops = (reads.groupBy("process", "op", "f", *TP)
                 .agg(F.min("t").alias("t_first"), F.max("t").alias("t_last"),
                      F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"),
                      F.count(F.lit(1)).alias("n")))
     drain_end = (h.where((F.col("f") == H.DRAIN_END) & (F.col("type") == H.OK) & F.col("offset").isNotNull())
+                 .repartition(n, *TP)
                  .groupBy(*TP).agg(F.max("offset").alias("drain_end"), F.max("t").alias("drain_end_t")))
     log = (reads.select(*TP, "offset", "value")
            .unionByName(ok_sends.select(*TP, "offset", "value")).distinct())

@@ -264,7 +264,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         an = analyze(session, inputs)
         verdict = build_verdict(an, inputs.run, expect=expect)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
-                              "duration_s": None, "history_files": len(inputs.history_files)}
+                              "duration_s": None, "history_files": len(inputs.history_files),
+                              "ingest": an.extra.get("ingest")}
         if write_tables:
             write_evidence(an, rd)
             write_aggregates(an, rd)
