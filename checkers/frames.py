@@ -8,7 +8,7 @@ completion at all is indeterminate, i.e. ``info``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,6 +28,13 @@ class Frames:
     log: DataFrame         # distinct (topic, partition, offset, value) seen by ok sends or reads
     part_stats: DataFrame  # per topic-partition: max_read_offset, max_acked_offset, acked, drain_end, drain_end_t
     read_values: DataFrame  # distinct (topic, partition, value) read there; drained = the final drain read it
+    extra: list[DataFrame] = field(default_factory=list)   # families' own cached intermediates
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """Cache a family's intermediate and release it with the shared frames (a long-lived
+        session checking many runs - a benchmark, the test suite - must not accumulate them)."""
+        self.extra.append(df.cache())
+        return df
 
     def cache(self) -> "Frames":
         """Materialise the shared frames once (each family reads them; recomputing is the cost)."""
@@ -36,8 +43,9 @@ class Frames:
         return self
 
     def unpersist(self) -> None:
-        for df in self._cached():
+        for df in (*self._cached(), *self.extra):
             df.unpersist()
+        self.extra.clear()
 
     def _cached(self) -> tuple[DataFrame, ...]:
         return (self.sends, self.ok_sends, self.reads, self.poll_ops, self.log, self.part_stats, self.read_values)

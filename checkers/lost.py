@@ -44,7 +44,7 @@ def lost_and_unseen(fr: Frames) -> dict[str, DataFrame]:
     same_read = F.coalesce(F.col("_read"), F.lit(False))
     same_drained = F.coalesce(F.col("_drained"), F.lit(False))
     # not read in its own partition, or (drained partition) not drained there: a superset of lost + unseen
-    cand = acked.where(~same_read | (drained & ~same_drained)).cache()
+    cand = fr.keep(acked.where(~same_read | (drained & ~same_drained)))
     other = fr.reads.select(F.col("topic").alias("o_topic"), F.col("partition").alias("o_partition"),
                             F.col("value").alias("o_value"), "f")
     keys = cand.select(*TP, "value", "process", "op")
@@ -63,7 +63,7 @@ def lost_and_unseen(fr: Frames) -> dict[str, DataFrame]:
                         .when(~was_read, F.lit("final_drain_read_whole_partition"))
                         .otherwise(F.lit("final_drain_missed_read_earlier"))))
     # the lost rows are few and read twice below (the sweep's keys and the join back): keep them
-    lost = _with_miss_t(fr, lost.cache())
+    lost = _with_miss_t(fr, fr.keep(lost))
     lost = lost.select(*TP, "offset", "value", "process", "op", "invoke_t", "ack_t",
                        "max_read_offset", "drain_end", "lost_because", "miss_t", "miss_by")
     unseen = (cand.where(~was_read & ~read_past & ~drained)

@@ -15,7 +15,7 @@ DEFAULT_MASTER = "local[2]"
 
 def make_session(master: str | None = None, app_name: str = "faultline-checker",
                  shuffle_partitions: int | None = None,
-                 driver_memory: str = "1g") -> SparkSession:
+                 driver_memory: str = "2g") -> SparkSession:
     """Build (or reuse) a SparkSession configured for a 2-core box unless told otherwise."""
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it chose the master
     master = master or os.environ.get("FAULTLINE_SPARK_MASTER") or (None if under_submit else DEFAULT_MASTER)
@@ -33,6 +33,11 @@ def make_session(master: str | None = None, app_name: str = "faultline-checker",
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.autoBroadcastJoinThreshold", str(32 * 1024 * 1024))
+        # a session that checks many runs (benchmarks, the test suite) must not keep the plans
+        # of every past query: the status store holds them even with the UI off
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "50")
+        .config("spark.ui.retainedStages", "50")
     )
     if master and master.startswith("spark://"):
         # a small standalone worker: ask for what one 2-core worker can give
