@@ -54,10 +54,10 @@ class Frames:
 def derive(history: DataFrame, partitions: int | None = None) -> Frames:
     """Build the shared frames from the raw history DataFrame (lazy; nothing is collected).
 
-    Why the history is shuffled once, by topic-partition, and never again: every family's
-    grouping, window and join key includes ``(topic, partition)``, and Spark knows that data
-    hash-partitioned on ``(topic, partition)`` is already clustered for any key containing
-    both - so the derived frames inherit the one shuffle and the families add none (the few
+    Why sends and reads are each shuffled once, by topic-partition, and never again: every
+    family's grouping, window and join key includes ``(topic, partition)``, and Spark knows that
+    data hash-partitioned on ``(topic, partition)`` is already clustered for any key containing
+    both - so the cached frames carry that partitioning and the families add no shuffle (the few
     questions asked across partitions of a topic - a value read in another partition - are
     answered on small candidate sets). Measured: the shuffles were most of a large check.
 
