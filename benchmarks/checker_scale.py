@@ -12,7 +12,8 @@ lost writes are injected (removed from every read) so attribution runs too.
     python benchmarks/checker_scale.py --sizes 1M,10M [--dir /tmp/checker-bench] [--keep]
 
 check_s is the whole first check of the run: ingest (JSON Lines -> history.parquet, once per
-run) plus the analysis; analysis_s excludes the ingest (what a re-check costs).
+run) plus the analysis; analysis_s excludes the ingest (what a re-check costs); kernel_s is the
+partition kernel's share of it (Spark tasks running every anomaly family, checkers/kernel.py).
 
 Each size is checked in a fresh process so its driver peak RSS is its own: the Python driver
 (ru_maxrss) and the Spark driver JVM (VmHWM from /proc).
@@ -115,7 +116,8 @@ def check_one(run_dir: Path, master: str | None) -> dict:
         v = check_run(run_dir, spark=spark)
         dt = time.time() - t0
         ing = (v.get("checker") or {}).get("ingest") or {}
-        return {"seconds": dt, "ingest_s": float(ing.get("seconds") or 0.0),
+        ker = (v.get("checker") or {}).get("kernel") or {}
+        return {"seconds": dt, "ingest_s": float(ing.get("seconds") or 0.0), "kernel_s": float(ker.get("seconds") or 0.0),
                 "records": v["history_records"], "lost_write": v["counts"]["lost_write"],
                 "acked": v["acked_writes"], "jvm_peak_rss_mb": jvm_hwm_kb(spark) / 1024,
                 "py_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -135,7 +137,7 @@ def main() -> int:
         print("RESULT " + json.dumps(check_one(Path(args.check), args.spark_master)), flush=True)
         return 0
     print(f"{'size':>6} {'records':>11} {'gen_s':>7} {'check_s':>8} {'records/s':>10} {'ingest_s':>8} "
-          f"{'analysis_s':>10} {'analysis/s':>10} {'jvm_rss_mb':>10} {'py_rss_mb':>9} {'lost':>5}  load", flush=True)
+          f"{'analysis_s':>10} {'analysis/s':>10} {'kernel_s':>8} {'jvm_rss_mb':>10} {'py_rss_mb':>9} {'lost':>5}  load", flush=True)
     for size in args.sizes.split(","):
         n = parse_size(size)
         rd = Path(args.dir) / f"bench-{size.strip()}"
@@ -151,7 +153,7 @@ def main() -> int:
         r = json.loads(line[7:])
         an_s = max(1e-9, r["seconds"] - r["ingest_s"])
         print(f"{size:>6} {r['records']:>11} {gen_s:>7.1f} {r['seconds']:>8.1f} {r['records'] / r['seconds']:>10.0f} "
-              f"{r['ingest_s']:>8.1f} {an_s:>10.1f} {r['records'] / an_s:>10.0f} "
+              f"{r['ingest_s']:>8.1f} {an_s:>10.1f} {r['records'] / an_s:>10.0f} {r['kernel_s']:>8.1f} "
               f"{r['jvm_peak_rss_mb']:>10.0f} {r['py_peak_rss_mb']:>9.0f} {r['lost_write']:>5}  "
               f"{os.getloadavg()[0]:.1f}", flush=True)
         if not args.keep:

@@ -13,14 +13,20 @@ For every lost write (ack at ``ack_t``, first missed by a read at ``miss_t``), j
   log lost the record, as Kafka's system tests search the data logs.
 
 The window is ``[ack_t - slack_s, miss_t + slack_s]`` (cluster wall clocks vs the run clock).
-Lost writes are few; they are broadcast and joined against the (small) event frames.
+The event logs and the timeline are small: Spark reads them with their schemas and makes each
+event's one-line description (:func:`event_desc`, :func:`fault_windows`); the driver collects
+them once into a :class:`RunEvents`, and the partition tasks attribute their own lost writes
+with it (binary searches on event time), so lost writes never travel to be joined.
 """
 from __future__ import annotations
 
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-
-from checkers.frames import TP
 
 CATEGORIES = ("faults", "elections", "isr_changes", "alter_partition", "broker_events", "removed_by")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "self_fenced")
@@ -61,44 +67,72 @@ def fault_windows(timeline: DataFrame) -> DataFrame:
         F.col("detail")))
 
 
-def attribute(lost: DataFrame, timeline: DataFrame, events: DataFrame,
-              slack_s: float = 2.0, recent_s: float = 30.0) -> DataFrame:
-    """Add one array column per category and a one-line ``attribution`` summary to ``lost``."""
-    keys = F.broadcast(lost.select("process", "op", *TP, "offset", "ack_t", "miss_t")
-                       .withColumn("w0", F.col("ack_t") - slack_s)
-                       .withColumn("w1", F.coalesce(F.col("miss_t"), F.lit(float("inf"))) + slack_s))
-    parts: list[DataFrame] = []
+@dataclass
+class RunEvents:
+    """The run's faults and cluster/proxy events, described, as the partition tasks need them."""
+    faults: list[tuple[float, float | None, str]] = field(default_factory=list)    # start_t, stop_t, desc
+    by_tp: dict[tuple[str, int], list[tuple]] = field(default_factory=dict)        # (t, event, desc, from, to, leo), by t
+    broker: list[tuple[float, str]] = field(default_factory=list)                  # broker events (t, desc), by t
 
-    fw = fault_windows(timeline)
-    fj = keys.join(fw, (fw.start_t <= keys.w1) & (fw.stop_t.isNull() | (fw.stop_t >= keys.w0 - recent_s)), "inner")
-    parts.append(fj.select("process", "op", F.lit("faults").alias("cat"), F.col("start_t").alias("et"), "desc"))
+    @classmethod
+    def collect(cls, timeline: DataFrame, events: DataFrame) -> "RunEvents":
+        """Two small Spark jobs: every fault window and every event with its description."""
+        faults = [(r["start_t"], r["stop_t"], r["desc"]) for r in
+                  fault_windows(timeline).select("start_t", "stop_t", "desc").collect() if r["start_t"] is not None]
+        out = cls(faults=faults)
+        rows = event_desc(events).select("topic", "partition", "t", "event", "desc", "from_offset", "to_offset",
+                                         "log_end_offset").collect()
+        for r in rows:
+            if r["t"] is None:
+                continue
+            if r["event"] in BROKER_EVENTS:
+                out.broker.append((r["t"], r["desc"]))
+            if r["topic"] is not None and r["partition"] is not None:
+                out.by_tp.setdefault((r["topic"], int(r["partition"])), []).append(
+                    (r["t"], r["event"], r["desc"], r["from_offset"], r["to_offset"], r["log_end_offset"]))
+        out.broker.sort()
+        for v in out.by_tp.values():
+            v.sort(key=lambda e: (e[0], e[2]))
+        return out
 
-    ev = event_desc(events).select(F.col("topic").alias("e_topic"), F.col("partition").alias("e_partition"),
-                                   F.col("t").alias("et"), "event", "desc", "from_offset", "to_offset", "log_end_offset")
-    on_tp = (ev.e_topic == keys.topic) & (ev.e_partition == keys.partition)
-    in_win = (ev.et >= keys.w0) & (ev.et <= keys.w1)
-    pj = keys.join(ev, on_tp & in_win, "inner")
-    cat = (F.when(F.col("event") == "leader_elected", "elections").when(F.col("event") == "isr_changed", "isr_changes")
-           .when(F.col("event") == "alter_partition", "alter_partition"))
-    parts.append(pj.select("process", "op", cat.alias("cat"), "et", "desc").where(F.col("cat").isNotNull()))
-    bj = keys.join(ev.where(F.col("event").isin(*BROKER_EVENTS)), in_win, "inner")
-    parts.append(bj.select("process", "op", F.lit("broker_events").alias("cat"), "et", "desc"))
-    # forensics: which truncation/recovery removed the record (any time after the ack)
-    removed = ((F.col("event") == "truncation") & (F.col("to_offset") <= F.col("offset")) & (F.col("from_offset") > F.col("offset"))) \
-        | ((F.col("event") == "recovery") & (F.col("log_end_offset") <= F.col("offset")))
-    rj = keys.join(ev, on_tp & (ev.et >= keys.w0), "inner").where(removed)
-    parts.append(rj.select("process", "op", F.lit("removed_by").alias("cat"), "et", "desc"))
 
-    allp = parts[0]
-    for p in parts[1:]:
-        allp = allp.unionByName(p)
-    grouped = allp.groupBy("process", "op").agg(*[
-        F.transform(F.array_sort(F.collect_list(F.when(F.col("cat") == c, F.struct("et", "desc")))),
-                    lambda s: s["desc"]).alias(c) for c in CATEGORIES])
-    out = lost.join(grouped, ["process", "op"], "left")
-    for c in CATEGORIES:
-        out = out.withColumn(c, F.coalesce(F.col(c), F.array().cast("array<string>")))
-    summary = F.concat_ws(" | ", *[F.when(F.size(c) > 0, F.concat(F.lit(c + ": "), F.array_join(F.col(c), "; ")))
-                                  for c in CATEGORIES])
-    return out.withColumn("attribution", F.when(summary == "", F.lit("no fault or event recorded in window"))
-                          .otherwise(summary))
+_PARTITION_CATEGORY = {"leader_elected": "elections", "isr_changed": "isr_changes", "alter_partition": "alter_partition"}
+
+
+def _removes(e: tuple, offset: int) -> bool:
+    """A truncation that cut the log below the offset, or a recovery that ended at or below it."""
+    _, event, _, frm, to, leo = e
+    if event == "truncation":
+        return to is not None and frm is not None and to <= offset < frm
+    return event == "recovery" and leo is not None and leo <= offset
+
+
+def attribute(cols: dict[str, Any], n: int, ev: RunEvents, topic: str | None, partition: int | None,
+              slack_s: float = 2.0, recent_s: float = 30.0) -> None:
+    """Add one list column per category and the one-line ``attribution`` to lost-write columns."""
+    out: dict[str, list] = {c: [] for c in (*CATEGORIES, "attribution")}
+    tp_events = ev.by_tp.get((topic, partition), []) if topic is not None and partition is not None else []
+    tp_t = [e[0] for e in tp_events]
+    br_t = [e[0] for e in ev.broker]
+    removals = [e for e in tp_events if e[1] in ("truncation", "recovery")]
+    for i in range(n):
+        ack, miss, off = cols["ack_t"][i], cols["miss_t"][i], int(cols["offset"].values[i])
+        miss = None if miss is None or (isinstance(miss, float) and math.isnan(miss)) else miss
+        w0 = ack - slack_s
+        w1 = (miss if miss is not None else math.inf) + slack_s
+        got: dict[str, list[tuple[float, str]]] = {c: [] for c in CATEGORIES}
+        got["faults"] = [(st, d) for st, sp, d in ev.faults if st <= w1 and (sp is None or sp >= w0 - recent_s)]
+        for e in tp_events[bisect.bisect_left(tp_t, w0):bisect.bisect_right(tp_t, w1)]:
+            cat = _PARTITION_CATEGORY.get(e[1])
+            if cat:
+                got[cat].append((e[0], e[2]))
+        got["broker_events"] = list(ev.broker[bisect.bisect_left(br_t, w0):bisect.bisect_right(br_t, w1)])
+        got["removed_by"] = [(e[0], e[2]) for e in removals if e[0] >= w0 and _removes(e, off)]
+        parts = []
+        for c in CATEGORIES:
+            descs = [d for _, d in sorted(got[c])]
+            out[c].append(descs)
+            if descs:
+                parts.append(f"{c}: " + "; ".join(descs))
+        out["attribution"].append(" | ".join(parts) if parts else "no fault or event recorded in window")
+    cols.update(out)

@@ -4,58 +4,136 @@ Jepsen's ``inconsistent-offsets`` and ``duplicate`` cases, plus the send-side vi
 (``offset_mismatch``). Seed 003 §2 (Log Matching): replicas that agree on an offset and
 leader epoch hold the same record, so any two observations of one partition+offset with
 different values mean two replicas' logs diverged and both were exposed.
+
+Counted on the distinct observed log of one partition (offset, value code) - an offset with two
+values is inconsistent, a value with two offsets a duplicate; observers are looked up only for
+the offenders. A value in two *partitions* is only possible through a foreign read (a value read
+in a partition none of its sends went to, values being unique per send): the partition that
+sent the value reports it, with the foreign reads the kernel gathered from the others.
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import TP, Frames
+import numpy as np
 
-
-def _observations(fr: Frames) -> DataFrame:
-    """Every (topic, partition, offset, value) observation, tagged with who made it."""
-    r = fr.reads.select(*TP, "offset", "value", F.concat(F.col("f"), F.lit(":"), F.col("process")).alias("by"))
-    s = fr.ok_sends.select(*TP, "offset", "value", F.concat(F.lit("send:"), F.col("process")).alias("by"))
-    return r.unionByName(s)
+from checkers.lost import Foreign
+from checkers.partition import DRAIN, Partition
 
 
-def divergence(fr: Frames) -> dict[str, DataFrame]:
-    """Counted on the distinct observed log first; observers are looked up only for the offenders.
+def divergence(p: Partition, foreign: Foreign) -> dict[str, tuple[dict[str, Any], int]]:
+    off, vc = p.log()
+    nn = vc >= 0
+    off_v, vc_v = off[nn], vc[nn]                 # sorted by (offset, value)
+    return {"inconsistent_offset": _inconsistent(p, off_v, vc_v),
+            "duplicate": _duplicates(p, off_v, vc_v, foreign),
+            "offset_mismatch": _mismatch(p, off_v, vc_v)}
 
-    ``log`` holds each distinct (partition, offset, value) once, so an offset with two rows is
-    inconsistent and a value with two rows is a duplicate; only those (normally none) are joined
-    back to the observations for the "who saw what" evidence.
-    """
-    incons_keys = (fr.log.groupBy(*TP, "offset").agg(F.count(F.lit(1)).alias("n_values"))
-                   .where(F.col("n_values") > 1))
-    obs = _observations(fr).join(incons_keys.select(*TP, "offset"), TP + ["offset"], "left_semi")
-    inconsistent = (obs.groupBy(*TP, "offset")
-                    .agg(F.countDistinct("value").alias("n_values"),
-                         F.array_join(F.sort_array(F.collect_set("value")), " ").alias("values"),
-                         F.array_join(F.sort_array(F.collect_set(F.concat(F.col("by"), F.lit("="), F.col("value")))), " ").alias("observed_by"))
-                    .where(F.col("n_values") > 1))
-    # duplicates: a value twice in its own partition (co-partitioned), or a value observed in a
-    # partition none of its sends went to ("foreign": the only way a value can be in two
-    # partitions, values being unique per send) - both candidate sets are small, then exact
-    log = fr.log.where(F.col("value").isNotNull())
-    within = (log.groupBy(*TP, "value").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
-              .select("topic", "value"))
-    foreign = (log.join(fr.sends.select(*TP, "value"), [*TP, "value"], "left_anti").select("topic", "value"))
-    dup_values = within.unionByName(foreign).distinct()
-    duplicate = (log.join(dup_values, ["topic", "value"], "left_semi")
-                 .groupBy("topic", "value")
-                 .agg(F.count(F.lit(1)).alias("n_offsets"),
-                      F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
-                                                                        F.col("offset").cast("string")))), " ").alias("at"))
-                 .where(F.col("n_offsets") > 1))
-    # an acknowledged offset read with another value is an inconsistent offset seen from the send side
-    keys = incons_keys.select(*TP, "offset")
-    s = fr.ok_sends.join(keys, TP + ["offset"], "left_semi").select("process", "op", *TP, "offset", "value", "ack_t")
-    r = (fr.reads.join(keys, TP + ["offset"], "left_semi")
-         .select(*TP, "offset", F.col("value").alias("read_value"), F.col("process").alias("reader")))
-    mismatch = (s.join(r, TP + ["offset"], "inner").where(F.col("read_value") != F.col("value"))
-                .groupBy("process", "op", *TP, "offset", "value", "ack_t")
-                .agg(F.array_join(F.sort_array(F.collect_set("read_value")), " ").alias("read_values"),
-                     F.array_join(F.sort_array(F.collect_set("reader")), " ").alias("readers")))
-    return {"inconsistent_offset": inconsistent, "duplicate": duplicate, "offset_mismatch": mismatch}
+
+def _multi_offsets(off_v: np.ndarray) -> np.ndarray:
+    """Offsets holding more than one distinct (non-null) value."""
+    if len(off_v) < 2:
+        return np.zeros(0, dtype=np.int64)
+    same = off_v[1:] == off_v[:-1]
+    return np.unique(off_v[1:][same])
+
+
+def _observers(p: Partition, offsets: np.ndarray) -> tuple[list[tuple[int, str, str]], np.ndarray]:
+    """(offset, by, value) for every read and ok send at ``offsets``; and the ok-send indices there."""
+    r, s = p.reads, p.sends
+    ok = np.flatnonzero(p.ok_mask())
+    rs = np.flatnonzero(np.isin(r.offset, offsets) & (r.vc >= 0))
+    ss = ok[np.isin(s.offset.values[ok], offsets) & (s.vc[ok] >= 0)]
+    obs = [(int(r.offset[i]), ("drain:" if r.f[i] == DRAIN else "poll:") + p.processes[int(r.proc[i])],
+            p.values[int(r.vc[i])].as_py()) for i in rs]
+    obs += [(int(s.offset.values[i]), "send:" + p.processes[int(s.proc[i])], p.values[int(s.vc[i])].as_py()) for i in ss]
+    return obs, ss
+
+
+def _inconsistent(p: Partition, off_v: np.ndarray, vc_v: np.ndarray) -> tuple[dict[str, Any], int]:
+    bad = _multi_offsets(off_v)
+    obs, _ = _observers(p, bad)
+    per: dict[int, tuple[set, set]] = {int(o): (set(), set()) for o in bad}
+    for o, by, v in obs:
+        per[o][0].add(v)
+        per[o][1].add(f"{by}={v}")
+    rows = sorted(per.items())
+    return ({"topic": [p.topic] * len(rows), "partition": [p.partition] * len(rows), "offset": [o for o, _ in rows],
+             "n_values": [len(vs) for _, (vs, _) in rows], "values": [" ".join(sorted(vs)) for _, (vs, _) in rows],
+             "observed_by": [" ".join(sorted(bs)) for _, (_, bs) in rows]}, len(rows))
+
+
+def _mismatch(p: Partition, off_v: np.ndarray, vc_v: np.ndarray) -> tuple[dict[str, Any], int]:
+    """An acknowledged offset read with another value: an inconsistent offset seen from the send."""
+    bad = _multi_offsets(off_v)
+    if len(bad) == 0:
+        return {}, 0
+    s, r = p.sends, p.reads
+    _, ss = _observers(p, bad)
+    cols: dict[str, list] = {k: [] for k in ("process", "op", "topic", "partition", "offset", "value", "ack_t",
+                                             "read_values", "readers")}
+    for i in ss:
+        o, v = s.offset.values[i], s.vc[i]
+        at = np.flatnonzero((r.offset == o) & (r.vc >= 0) & (r.vc != v))
+        if len(at) == 0:
+            continue
+        cols["process"].append(p.processes[int(s.proc[i])])
+        cols["op"].append(int(s.op[i]))
+        cols["topic"].append(p.topic)
+        cols["partition"].append(p.partition)
+        cols["offset"].append(int(o))
+        cols["value"].append(p.values[int(v)].as_py())
+        cols["ack_t"].append(float(s.complete_t[i]))
+        cols["read_values"].append(" ".join(sorted({p.values[int(c)].as_py() for c in r.vc[at]})))
+        cols["readers"].append(" ".join(sorted({p.processes[int(c)] for c in r.proc[at]})))
+    return cols, len(cols["op"])
+
+
+def _duplicates(p: Partition, off_v: np.ndarray, vc_v: np.ndarray, foreign: Foreign) -> tuple[dict[str, Any], int]:
+    """Values this partition sent that sit at more than one (partition, offset)."""
+    sent = p.sent_flags()
+    if len(vc_v) == 0 or len(sent) == 0:
+        return {}, 0
+    counts = np.bincount(vc_v, minlength=p.n_values)
+    cand = set(np.flatnonzero((counts > 1) & sent).tolist())
+    if foreign:
+        for (topic, value), _ in foreign.items():
+            if topic == p.topic:
+                c = _code_of(p, value)
+                if c is not None and sent[c]:
+                    cand.add(c)
+    cols: dict[str, list] = {"topic": [], "value": [], "n_offsets": [], "at": []}
+    if not cand:
+        return cols, 0
+    order = np.argsort(vc_v, kind="stable")
+    sv, so = vc_v[order], off_v[order]
+    for c in sorted(cand):
+        lo, hi = np.searchsorted(sv, c, "left"), np.searchsorted(sv, c, "right")
+        value = p.values[int(c)].as_py()
+        at = {f"{p.partition}:{int(o)}" for o in so[lo:hi]}
+        at |= {f"{part}:{o}" for part, o, _, _ in foreign.get((p.topic, value), ()) if part != p.partition}
+        if len(at) > 1:
+            cols["topic"].append(p.topic)
+            cols["value"].append(value)
+            cols["n_offsets"].append(len(at))
+            cols["at"].append(" ".join(sorted(at)))
+    return cols, len(cols["value"])
+
+
+def _code_of(p: Partition, value: str) -> int | None:
+    """The code of a value string in this partition's (sorted) dictionary, or None."""
+    import pyarrow.compute as pc
+    i = pc.index(p.values, value).as_py()
+    return i if i is not None and i >= 0 else None
+
+
+def foreign_reads(p: Partition) -> list[tuple[str | None, str, int, int, bool, str]]:
+    """Reads of values no send of this partition carried: (topic, value, partition, offset, drain, reader)."""
+    sent = p.sent_flags()
+    r = p.reads
+    if len(r.vc) == 0:
+        return []
+    has = r.vc >= 0
+    idx = np.flatnonzero(has & ~sent[np.maximum(r.vc, 0)]) if len(sent) else np.flatnonzero(has)
+    return [(p.topic, p.values[int(r.vc[i])].as_py(), p.partition, int(r.offset[i]), bool(r.f[i] == DRAIN),
+             p.processes[int(r.proc[i])]) for i in idx]

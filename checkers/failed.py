@@ -10,10 +10,12 @@ compared case-insensitively); librdkafka's local timeouts are ``_MSG_TIMED_OUT``
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import Frames
+import numpy as np
+
+from checkers.lost import Foreign
+from checkers.partition import OK, TYPE_NAMES, Partition
 
 #: failures after which the record may have been appended (indeterminate outcomes)
 MAYBE_APPENDED_ERRORS = (
@@ -24,21 +26,50 @@ MAYBE_APPENDED_ERRORS = (
 MAYBE_APPENDED_CODES = (20, 7, 13)
 
 
-def failed_visible(fr: Frames) -> dict[str, DataFrame]:
-    # the (normally few) failed sends, matched against every read of their topic: the failed
-    # side is the build side of the join, so the reads are streamed, never shuffled
-    failed = fr.sends.where(F.col("type") != "ok")
-    keys = failed.select("topic", "value").distinct()
-    detail = (fr.reads.join(keys, ["topic", "value"], "inner")
-              .groupBy("topic", "value")
-              .agg(F.array_join(F.sort_array(F.collect_set(F.concat(F.col("partition").cast("string"), F.lit(":"),
-                                                                     F.col("offset").cast("string")))), " ").alias("read_at"),
-                   F.array_join(F.sort_array(F.collect_set("process")), " ").alias("readers")))
-    failed = (failed.join(detail, ["topic", "value"], "inner")
-              .select("process", "op", "topic", "partition", "value", "type", "error", "error_code",
-                      "invoke_t", "complete_t", "read_at", "readers"))
-    allowed = ((F.col("type") == "info")
-               | F.upper(F.coalesce(F.col("error"), F.lit(""))).isin(*MAYBE_APPENDED_ERRORS)
-               | F.coalesce(F.col("error_code"), F.lit(-999)).isin(*MAYBE_APPENDED_CODES))
-    return {"failed_write_visible": failed.where(~allowed),
-            "failed_write_visible_allowed": failed.where(allowed)}
+
+def failed_visible(p: Partition, foreign: Foreign) -> dict[str, tuple[dict[str, Any], int]]:
+    """Failed (fail / info) sends whose value some read returned: here, or elsewhere (foreign)."""
+    s, r = p.sends, p.reads
+    failed = np.flatnonzero((s.type != OK) & (s.vc >= 0))
+    rows: list[dict[str, Any]] = []
+    if len(failed):
+        by_v = np.argsort(r.vc, kind="stable")
+        rv = r.vc[by_v]
+        errors = s.error.to_pylist()
+        for i in failed:
+            value = p.values[int(s.vc[i])].as_py()
+            topic = p.topics[int(s.topic[i])] if s.topic is not None else p.topic
+            lo, hi = np.searchsorted(rv, s.vc[i], "left"), np.searchsorted(rv, s.vc[i], "right")
+            here = by_v[lo:hi]
+            at = {f"{p.partition}:{int(o)}" for o in r.offset[here]}
+            readers = {p.processes[int(c)] for c in r.proc[here]}
+            for part, o, _, reader in foreign.get((topic, value), ()):
+                if part != p.partition:
+                    at.add(f"{part}:{o}")
+                    readers.add(reader)
+            if not at:
+                continue
+            rows.append({"process": p.processes[int(s.proc[i])], "op": int(s.op[i]), "topic": topic,
+                         "partition": p.partition, "value": value, "type": TYPE_NAMES[int(s.type[i])],
+                         "error": errors[i], "error_code": None if s.error_code.null[i] else int(s.error_code.values[i]),
+                         "invoke_t": _f(s.invoke_t[i]), "complete_t": _f(s.complete_t[i]),
+                         "read_at": " ".join(sorted(at)), "readers": " ".join(sorted(readers))})
+    allowed = [r_ for r_ in rows if _allowed(r_)]
+    anomaly = [r_ for r_ in rows if not _allowed(r_)]
+    return {"failed_write_visible": (_columns(anomaly), len(anomaly)),
+            "failed_write_visible_allowed": (_columns(allowed), len(allowed))}
+
+
+def _allowed(r: dict[str, Any]) -> bool:
+    return (r["type"] == "info" or (r["error"] or "").upper() in MAYBE_APPENDED_ERRORS
+            or (r["error_code"] if r["error_code"] is not None else -999) in MAYBE_APPENDED_CODES)
+
+
+def _f(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list]:
+    keys = ("process", "op", "topic", "partition", "value", "type", "error", "error_code", "invoke_t", "complete_t",
+            "read_at", "readers")
+    return {k: [r[k] for r in rows] for k in keys}

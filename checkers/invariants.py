@@ -11,61 +11,68 @@
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import TP, Frames
+import numpy as np
+
+from checkers.partition import Partition, send_cols, tp_cols
+
+#: a partition's ISR size over time: (t ascending, isr size), from the driver
+IsrTimeline = tuple[np.ndarray, np.ndarray]
 
 
-def isr_timeline(events: DataFrame, observer: DataFrame, use_events: bool) -> DataFrame:
-    """(topic, partition, t, isr_size) changes; cluster events if collected, else observer samples."""
+def isr_timelines(events, observer, use_events: bool) -> dict[tuple[str, int], IsrTimeline]:
+    """(topic, partition) -> ISR size changes; cluster events if collected, else observer samples.
+
+    Small (one row per election or ISR change, or per observer sample): collected once on the
+    driver and shipped to the partition tasks.
+    """
+    from pyspark.sql import functions as F
     if use_events:
-        return (events.where(F.col("event").isin("leader_elected", "isr_changed") & F.col("isr").isNotNull()
-                             & F.col("topic").isNotNull())
-                .select(*TP, "t", F.size("isr").alias("isr_size")))
-    return (observer.where(F.col("isr").isNotNull() & F.col("topic").isNotNull() & F.col("error").isNull())
-            .select(*TP, "t", F.size("isr").alias("isr_size")))
-
-
-def ack_below_min_isr(fr: Frames, isr: DataFrame, min_isr: int) -> DataFrame:
-    ok = fr.ok_sends.where(F.col("invoke_t").isNotNull())
-    changes = isr.select(*TP, "t", F.lit(0).alias("k"), "isr_size",
-                         F.when(F.col("isr_size") >= min_isr, 1).otherwise(0).alias("good"),
-                         F.lit(None).cast("string").alias("process"), F.lit(None).cast("long").alias("op"),
-                         F.lit(None).cast("string").alias("at"))
-    probes = (ok.select(*TP, F.col("invoke_t").alias("t"), "process", "op", F.lit("invoke").alias("at"))
-              .unionByName(ok.select(*TP, F.col("ack_t").alias("t"), "process", "op", F.lit("ack").alias("at")))
-              .select(*TP, "t", F.lit(1).alias("k"), F.lit(None).cast("int").alias("isr_size"),
-                      F.lit(0).alias("good"), "process", "op", "at"))
-    w = Window.partitionBy(*TP).orderBy("t", "k").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    st = (changes.unionByName(probes)
-          .withColumn("state", F.last("isr_size", True).over(w))
-          .withColumn("goods", F.sum("good").over(w))
-          .where(F.col("k") == 1)
-          .groupBy(*TP, "process", "op")
-          .agg(F.max(F.when(F.col("at") == "invoke", F.col("state"))).alias("isr_at_invoke"),
-               F.max(F.when(F.col("at") == "ack", F.col("state"))).alias("isr_at_ack"),
-               F.max(F.when(F.col("at") == "invoke", F.col("goods"))).alias("g0"),
-               F.max(F.when(F.col("at") == "ack", F.col("goods"))).alias("g1")))
-    return (ok.join(st, [*TP, "process", "op"])
-            .where((F.col("isr_at_invoke") < min_isr) & (F.col("isr_at_ack") < min_isr) & (F.col("g0") == F.col("g1")))
-            .select("process", "op", *TP, "offset", "value", "invoke_t", "ack_t", "isr_at_invoke", "isr_at_ack",
-                    F.lit(min_isr).alias("min_insync_replicas")))
-
-
-def visible_end_regression(fr: Frames) -> DataFrame:
-    high = F.greatest(F.coalesce("max_read_offset", F.lit(-1)), F.coalesce("max_acked_offset", F.lit(-1)))
-    return (fr.part_stats.where(F.col("drain_end").isNotNull() & (F.col("drain_end") < high + 1))
-            .select(*TP, "drain_end", "max_read_offset", "max_acked_offset", (high + 1).alias("visible_end_seen")))
-
-
-def invariants(fr: Frames, events: DataFrame, observer: DataFrame, min_isr: int | None,
-               has_cluster_events: bool) -> dict[str, DataFrame]:
-    out = {"visible_end_regression": visible_end_regression(fr)}
-    if min_isr and min_isr > 1:
-        out["ack_below_min_isr"] = ack_below_min_isr(fr, isr_timeline(events, observer, has_cluster_events), min_isr)
+        src = (events.where(F.col("event").isin("leader_elected", "isr_changed") & F.col("isr").isNotNull()
+                            & F.col("topic").isNotNull()))
     else:
-        # min ISR 1 (or unknown): every ack trivially satisfies it
-        out["ack_below_min_isr"] = ack_below_min_isr(fr, fr.ok_sends.limit(0).select(
-            *TP, F.col("ack_t").alias("t"), F.lit(0).alias("isr_size")), 1).limit(0)
-    return out
+        src = observer.where(F.col("isr").isNotNull() & F.col("topic").isNotNull() & F.col("error").isNull())
+    rows = src.select("topic", "partition", "t", F.size("isr").alias("isr_size")).collect()
+    out: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    for r in rows:
+        if r["t"] is not None and r["partition"] is not None:
+            out.setdefault((r["topic"], int(r["partition"])), []).append((float(r["t"]), int(r["isr_size"])))
+    res: dict[tuple[str, int], IsrTimeline] = {}
+    for k, v in out.items():
+        v.sort(key=lambda x: x[0])          # stable: changes at one instant keep their log order
+        res[k] = (np.array([x[0] for x in v]), np.array([x[1] for x in v], dtype=np.int64))
+    return res
+
+
+def ack_below_min_isr(p: Partition, isr: IsrTimeline | None, min_isr: int | None) -> tuple[dict[str, Any], int]:
+    """Acks whose partition's ISR was below min ISR from the send's invoke through its ack.
+
+    A change at the same instant as an invoke or ack counts as already in effect.
+    """
+    if not min_isr or min_isr <= 1 or isr is None or len(isr[0]) == 0:
+        return {}, 0
+    ct, size = isr
+    s = p.sends
+    ok = np.flatnonzero(p.ok_mask() & ~np.isnan(s.invoke_t))
+    good = np.cumsum(size >= min_isr)
+    i0 = np.searchsorted(ct, s.invoke_t[ok], side="right") - 1
+    i1 = np.searchsorted(ct, s.complete_t[ok], side="right") - 1
+    known = (i0 >= 0) & (i1 >= 0)
+    s0, s1 = size[np.maximum(i0, 0)], size[np.maximum(i1, 0)]
+    g0, g1 = good[np.maximum(i0, 0)], good[np.maximum(i1, 0)]
+    bad = known & (s0 < min_isr) & (s1 < min_isr) & (g0 == g1)
+    idx = ok[bad]
+    cols = {**send_cols(p, idx), "isr_at_invoke": s0[bad], "isr_at_ack": s1[bad],
+            "min_insync_replicas": np.full(len(idx), min_isr)}
+    return cols, len(idx)
+
+
+def visible_end_regression(p: Partition) -> tuple[dict[str, Any], int]:
+    """The final drain ended below an offset acknowledged or read earlier: the HWM went back."""
+    mro, mao = p.max_read_offset(), p.max_acked_offset()
+    high = max(-1 if mro is None else mro, -1 if mao is None else mao)
+    if p.drain_end is None or p.drain_end >= high + 1:
+        return {}, 0
+    return {**tp_cols(p, 1), "drain_end": [p.drain_end], "max_read_offset": [mro], "max_acked_offset": [mao],
+            "visible_end_seen": [high + 1]}, 1

@@ -1,11 +1,14 @@
 """The checker job: run directory in, verdict.json and evidence tables out.
 
-One SparkSession for the whole check (DESIGN.md); every anomaly family is a function from
-DataFrames to evidence DataFrames (:mod:`checkers.lost`, ``divergence``, ``sends``,
-``realtime``, ``polls``, ``failed``, ``invariants``); their counts make the verdict
-(:mod:`checkers.verdict`). Only evidence rows (normally few) and the first examples reach the
-driver; histories stay distributed. Runs unchanged under ``--spark-master spark://...`` or
-``spark-submit``: the package needs only pyspark and ``workloads/history.py`` on the workers.
+One SparkSession for the whole check (DESIGN.md). The history is converted once into Parquet
+files by topic-partition (:mod:`checkers.ingest`); Spark then runs the partition kernel as tasks
+(:mod:`checkers.kernel`: every anomaly family, columnar, one partition at a time, and the
+attribution of its lost writes); Spark also reads the run's other logs (timeline, observer,
+cluster and proxy events), which are small and collected once. Only counts, evidence rows
+(normally few) and per-partition figures reach the driver; large evidence stays as Parquet
+written by the tasks. Runs unchanged under
+``--spark-master spark://...`` or ``spark-submit``: the workers need pyspark, pyarrow, numpy,
+pandas and this repository, and must see the run directory at the same path.
 """
 from __future__ import annotations
 
@@ -22,51 +25,47 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers import aggregates, attribution, divergence, failed, invariants, lost, polls, realtime, sends
-from checkers.frames import Frames, derive
+from checkers import aggregates, attribution, evidence, invariants, kernel
+from checkers.ingest import partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.session import make_session
 from checkers.verdict import build_verdict
 
 #: every anomaly the checker reports, in report order
-ANOMALIES = (
-    "lost_write", "unseen_at_end", "inconsistent_offset", "duplicate", "offset_mismatch",
-    "nonmonotonic_send", "send_skip", "realtime_offset_regression", "nonmonotonic_poll", "poll_skip",
-    "failed_write_visible", "failed_write_visible_allowed", "ack_below_min_isr", "visible_end_regression",
-)
+ANOMALIES = kernel.ANOMALIES
 
 
 @dataclass
 class Analysis:
-    """Evidence frames and their counts; what the verdict and the tables are made of.
+    """Counts, evidence and per-partition figures; what the verdict and the tables are made of.
 
     ``rows[name]`` holds every evidence row of an anomaly as a dict when its evidence is small
-    (the usual case: a run with a handful of anomalies); then its tables are written from the
-    driver without another Spark job. Large evidence stays distributed (no ``rows`` entry).
+    (the usual case: a run with a handful of anomalies); large evidence is a DataFrame over the
+    Parquet files the partition tasks wrote (``frames[name]``).
     """
-    frames: Frames
-    evidence: dict[str, DataFrame]
     counts: dict[str, int]
     acked_writes: int
     history_records: int
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # small evidence, by anomaly
+    rows: dict[str, list[dict[str, Any]]]
+    frames: dict[str, DataFrame]
+    columns: dict[str, list[tuple[str, str]]]
+    stats: list[dict[str, Any]]
+    throughput: list[dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
 
     def examples(self, name: str, n: int) -> list[dict[str, Any]]:
         if name in self.rows:
             return self.rows[name][:n]
-        df = self.evidence[name]
+        df = self.frames[name]
         t = next((c for c in ("ack_t", "t_first", "invoke_t", "complete_t") if c in df.columns), None)
         order = [c for c in (t, "topic", "partition", "offset", "value", "process") if c and c in df.columns]
-        rows = [json.loads(r[0]) for r in df.orderBy(*order).select(F.to_json(F.struct(*df.columns))).limit(n).collect()]
-        return rows
+        got = [json.loads(r[0]) for r in df.orderBy(*order).select(F.to_json(F.struct(*df.columns))).limit(n).collect()]
+        return [{c: r.get(c) for c in df.columns} for r in got]   # to_json leaves out nulls; rows keep them
 
 
 #: evidence rows (all anomalies together) below which evidence is collected to the driver;
-#: an anomaly with more than its share stays distributed and Spark writes its tables
+#: an anomaly with more than its share stays as the tasks' Parquet files
 SMALL_EVIDENCE_ROWS = 140_000
-#: threads submitting the per-anomaly jobs (overlaps the driver's per-job latency)
-JOB_THREADS = 4
 
 
 def _switch(run: dict[str, Any], key: str) -> Any:
@@ -80,68 +79,73 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
-def evidence_frames(inputs: RunInputs, fr: Frames, *, attribute: bool = True) -> dict[str, DataFrame]:
-    """Every anomaly family's evidence frame (lazy)."""
-    ev: dict[str, DataFrame] = {}
-    ev.update(lost.lost_and_unseen(fr))
-    ev.update(divergence.divergence(fr))
-    ev.update(sends.send_order(fr))
-    ev.update(realtime.realtime_regression(fr))
-    ev.update(polls.poll_order(fr))
-    ev.update(failed.failed_visible(fr))
+def _foreign(results: list[kernel.PartResult]) -> kernel.Foreign:
+    out: kernel.Foreign = {}
+    for r in results:
+        for topic, value, part, off, drain, reader in r.foreign:
+            out.setdefault((topic, value), []).append((part, off, drain, reader))
+    return out
+
+
+def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
+    """Run the partition kernel over every topic-partition, then merge and attribute.
+
+    Pass 2 (every partition again, with the foreign reads of all) only when pass 1 found a value
+    read in a partition it was not sent to; a healthy run has none.
+    """
+    ds = inputs.ingest.dataset
+    scratch = Path(inputs.run_dir) / ".checker-evidence"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    cap = max(0, SMALL_EVIDENCE_ROWS // len(ANOMALIES))
     min_isr = _as_int(_switch(inputs.run, "min.insync.replicas"))
-    ev.update(invariants.invariants(fr, inputs.events, inputs.observer, min_isr, inputs.has_cluster_events))
-    if attribute:
-        ev["lost_write"] = attribution.attribute(ev["lost_write"], inputs.timeline, inputs.events)
-    return {n: ev[n] for n in ANOMALIES}
-
-
-def _collect(name: str, df: DataFrame, limit: int) -> tuple[str, list[dict[str, Any]] | None, int]:
-    """(name, every row as a dict, count) when at most ``limit`` rows; (name, None, count) otherwise.
-
-    One job in the usual case (few or no evidence rows): the rows are the count.
-    """
-    got = [json.loads(r[0]) for r in df.select(F.to_json(F.struct(*df.columns))).limit(limit + 1).collect()]
-    if len(got) <= limit:
-        return name, got, len(got)
-    return name, None, df.count()
-
-
-def analyze(spark: SparkSession, inputs: RunInputs, *, attribute: bool = True) -> Analysis:
-    """Compute every anomaly: shared frames cached once, then one small job per anomaly.
-
-    Why this shape (measured): one union of all evidence plans made Catalyst and AQE re-plan a
-    huge tree stage after stage (112 s for a 24k-record run); per-anomaly plans over cached
-    frames are small, and they are submitted from a few threads at once so the driver's
-    per-job latency overlaps instead of adding up (Spark schedules concurrent jobs from
-    different threads of one SparkSession).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    fr = derive(inputs.history).cache()
-    ev = evidence_frames(inputs, fr, attribute=attribute)
-    per_anomaly = max(0, SMALL_EVIDENCE_ROWS // len(ANOMALIES))
-    with ThreadPoolExecutor(max_workers=JOB_THREADS) as pool:
-        meta_f = pool.submit(lambda: fr.sends.agg(
-            F.sum(F.when((F.col("type") == "ok") & F.col("offset").isNotNull() & F.col("partition").isNotNull(), 1)
-                  .otherwise(0)).alias("acked")).collect()[0])
-        done = list(pool.map(lambda kv: _collect(kv[0], kv[1], per_anomaly), ev.items()))
-        meta = meta_f.result()
-    counts = {n: 0 for n in ANOMALIES}
+    isr = (invariants.isr_timelines(inputs.events, inputs.observer, inputs.has_cluster_events)
+           if min_isr and min_isr > 1 else {})
+    pfs = partition_files(ds)
+    ctx = kernel.Context(str(scratch.resolve()), cap, min_isr, isr,
+                         events=attribution.RunEvents.collect(inputs.timeline, inputs.events))
+    t0 = time.time()
+    results = kernel.run_partitions(spark, pfs, ctx)
+    foreign = _foreign(results)
+    extra_dups: list[dict[str, Any]] = []
+    if foreign:
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        ctx.foreign = foreign
+        results = kernel.run_partitions(spark, pfs, ctx)
+        owned = {k for r in results for k in r.owned}
+        extra_dups = kernel.unowned_duplicates(foreign, owned)
+    kernel_s = time.time() - t0
+    counts = {n: sum(r.counts.get(n, 0) for r in results) for n in ANOMALIES}
+    counts["duplicate"] += len(extra_dups)
+    columns = {n: list(evidence.SCHEMAS[n]) for n in ANOMALIES}
     rows: dict[str, list[dict[str, Any]]] = {}
-    for name, got, n in done:
-        counts[name] = n
-        if got is not None:
-            rows[name] = got
-        else:
-            ev[name] = ev[name].cache()
+    frames: dict[str, DataFrame] = {}
+    for name in ANOMALIES:
+        have = [r for r in results if r.counts.get(name)]
+        extra = extra_dups if name == "duplicate" else []
+        if counts[name] <= cap and all(name in r.rows for r in have):
+            rows[name] = [row for r in have for row in r.rows[name]] + extra
+            continue
+        files = [r.files[name] for r in have]
+        if extra:
+            import pyarrow.parquet as pq
+            path = scratch / name / "unowned.parquet"   # not "_...": Spark skips such files
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(evidence.to_table(name, {k: [d[k] for d in extra] for k in extra[0]}, len(extra)), path)
+            files.append(str(path))
+        frames[name] = spark.read.schema(evidence.spark_schema(evidence.SCHEMAS[name])).parquet(
+            *[Path(f).resolve().as_uri() for f in files])
     _sort_rows(rows)
-    records = inputs.ingest.records if inputs.ingest is not None else inputs.history.count()
-    extra: dict[str, Any] = {"min_insync_replicas": _as_int(_switch(inputs.run, "min.insync.replicas"))}
-    if inputs.ingest is not None:
-        extra["ingest"] = {"converted": inputs.ingest.converted, "seconds": round(inputs.ingest.seconds, 3),
-                           "bad_lines": inputs.ingest.bad_lines, "torn_lines": inputs.ingest.torn_lines}
-    return Analysis(fr, ev, counts, int(meta["acked"] or 0), int(records), rows, extra)
+    records = inputs.ingest.records
+    extra_info: dict[str, Any] = {"min_insync_replicas": min_isr, "kernel": {
+        "partitions": len(pfs), "passes": 2 if foreign else 1, "foreign_reads": sum(len(v) for v in foreign.values()),
+        "seconds": round(kernel_s, 3)}}
+    extra_info["ingest"] = {"converted": inputs.ingest.converted, "seconds": round(inputs.ingest.seconds, 3),
+                            "bad_lines": inputs.ingest.bad_lines, "torn_lines": inputs.ingest.torn_lines}
+    stats = [r.stats for r in results if r.stats is not None]
+    tp = aggregates.merge_throughput([r.throughput for r in results])
+    return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info)
 
 
 def _sort_rows(rows: dict[str, list[dict[str, Any]]]) -> None:
@@ -175,7 +179,7 @@ def write_table(df: DataFrame, base: Path) -> None:
     _remove(pq)
     df.coalesce(1).write.mode("overwrite").parquet(pq.resolve().as_uri())
     tmp = base.parent / f".{base.name}.csv.tmp"
-    _flat_for_csv(df).coalesce(1).write.mode("overwrite").option("header", True).csv(tmp.resolve().as_uri())
+    _flat_for_csv(df).coalesce(1).write.mode("overwrite").option("header", True).option("escape", "\"").csv(tmp.resolve().as_uri())
     parts = sorted(tmp.glob("part-*.csv"))
     target = base.with_suffix(".csv")
     if parts:
@@ -228,20 +232,18 @@ def _csv_cell(v: Any) -> Any:
 
 def write_evidence(an: Analysis, run_dir: Path) -> None:
     """anomalies/<name>.csv + .parquet for every anomaly (empty tables keep their header)."""
-    for name, df in an.evidence.items():
+    for name in ANOMALIES:
         if name in an.rows:
-            write_rows(an.rows[name], df.schema, run_dir / "anomalies" / name)
+            write_rows(an.rows[name], evidence.spark_schema(an.columns[name]), run_dir / "anomalies" / name)
         else:
-            write_table(df, run_dir / "anomalies" / name)
+            write_table(an.frames[name], run_dir / "anomalies" / name)
 
 
 def write_aggregates(an: Analysis, run_dir: Path) -> None:
     """aggregates/throughput.csv and lost_by_partition.csv (one row per second / per partition)."""
-    tp = aggregates.throughput(an.frames)
-    lbp = aggregates.lost_by_partition(an.frames, an.evidence["lost_write"], an.evidence["unseen_at_end"])
-    for df, name in ((tp, "throughput"), (lbp, "lost_by_partition")):
-        rows = [r.asDict(recursive=True) for r in df.collect()]   # per second / per partition: small
-        write_rows(rows, df.schema, run_dir / "aggregates" / name)
+    write_rows(an.throughput, evidence.spark_schema(evidence.THROUGHPUT), run_dir / "aggregates" / "throughput")
+    write_rows(aggregates.lost_by_partition(an.stats), evidence.spark_schema(evidence.LOST_BY_PARTITION),
+               run_dir / "aggregates" / "lost_by_partition")
 
 
 def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = None,
@@ -265,7 +267,7 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         verdict = build_verdict(an, inputs.run, expect=expect)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
                               "duration_s": None, "history_files": len(inputs.history_files),
-                              "ingest": an.extra.get("ingest")}
+                              "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel")}
         if write_tables:
             write_evidence(an, rd)
             write_aggregates(an, rd)
@@ -273,9 +275,9 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         tmp = rd / ".verdict.json.tmp"
         tmp.write_text(json.dumps(verdict, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, rd / "verdict.json")
-        for df in an.evidence.values():
+        for df in an.frames.values():
             df.unpersist()
-        an.frames.unpersist()
+        shutil.rmtree(rd / ".checker-evidence", ignore_errors=True)
         return verdict
     finally:
         if own:

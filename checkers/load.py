@@ -1,10 +1,11 @@
-"""Read a run directory into DataFrames with explicit schemas (never inferred).
+"""Read a run directory: the history into Parquet by partition, the other logs into DataFrames.
 
-Why explicit schemas: inference reads every history twice and guesses types from the
-first lines it sees (a partition that is null in the first thousand records would become
-a string). The history schema is derived from ``workloads.history.FIELDS`` so writer and
-checker cannot drift. Only ``RUN/history/*.jsonl`` is required; every other input
-(timeline, observer, cluster and proxy event logs) is optional and yields an empty frame.
+The history is converted by :mod:`checkers.ingest` (its Arrow schema derives from
+``workloads.history.FIELDS``, so writer and checker cannot drift) and read by the partition
+kernel. The timeline, observer and event logs are small and read by Spark with explicit
+schemas - never inferred: inference reads every file twice and guesses types from the first
+lines it sees. Only ``RUN/history/*.jsonl`` is required; every other input is optional and
+yields an empty frame.
 
 Bad input gives one line naming the file, the field and what is wanted
 (:class:`CheckerInputError`), never a traceback.
@@ -24,14 +25,6 @@ from pyspark.sql import types as T
 
 from checkers.ingest import IngestResult, Split, convert_split, ingest
 from workloads import history as H
-
-_SPARK_TYPES: dict[str, T.DataType] = {
-    "int": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(),
-    "string": T.StringType(), "boolean": T.BooleanType(),
-}
-
-#: the history schema, column for column as workloads/history.py declares it
-HISTORY_SCHEMA = T.StructType([T.StructField(n, _SPARK_TYPES[t], True) for n, t in H.FIELDS.items()])
 
 TIMELINE_SCHEMA = T.StructType([
     T.StructField("v", T.IntegerType()), T.StructField("t", T.DoubleType()),
@@ -83,13 +76,12 @@ class RunInputs:
     """Everything the checker reads from one run directory."""
     run_dir: Path
     run: dict[str, Any]
-    history: DataFrame
+    ingest: IngestResult       # the history, converted by topic-partition (checkers/ingest.py)
     timeline: DataFrame
     observer: DataFrame
     events: DataFrame          # cluster + proxy events with t on the run clock and a host column
     has_cluster_events: bool = False
     history_files: list[str] = field(default_factory=list)
-    ingest: IngestResult | None = None
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
@@ -155,15 +147,6 @@ def _spark_splits(spark: SparkSession) -> Callable[[list[Split], str], list[tupl
     return run
 
 
-def read_history(spark: SparkSession, run_dir: Path, paths: list[str]) -> tuple[DataFrame, IngestResult]:
-    """All history files as one DataFrame, through the run's Parquet copy (checkers/ingest.py).
-
-    Torn tails and undecodable lines were dropped (and counted) by the conversion.
-    """
-    res = ingest(run_dir, paths, run_splits=_spark_splits(spark))
-    return spark.read.schema(HISTORY_SCHEMA).parquet(_uri(res.dataset)), res
-
-
 def _optional_json(spark: SparkSession, paths: list[Path], schema: T.StructType,
                    with_path: bool = False) -> DataFrame:
     """Read the files that exist; an empty frame of the same schema when none do."""
@@ -195,7 +178,7 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
     """Read one run directory. Raises CheckerInputError with a one-line reason."""
     rd = Path(run_dir)
     run, files = precheck(rd)
-    hist, ingested = read_history(spark, rd, files)
+    ingested = ingest(rd, files, run_splits=_spark_splits(spark))   # the partition kernel reads it
 
     timeline = _optional_json(spark, [rd / "timeline.jsonl"], TIMELINE_SCHEMA)
     observer = _optional_json(spark, [rd / "observer.jsonl"], OBSERVER_SCHEMA)
@@ -211,4 +194,4 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
                           .otherwise(F.regexp_extract("_path", r"cluster-logs/([^/]+)/events\.jsonl$", 1)))
               .drop("_path"))
     has_cluster = any(p.exists() and p.stat().st_size > 0 for p in ev_paths[:-1])
-    return RunInputs(rd, run, hist, timeline, observer, events, has_cluster, files, ingested)
+    return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files)

@@ -19,66 +19,129 @@ the record, so every later complete read must return it.
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import TP, Frames
+import numpy as np
+
+from checkers.partition import Partition, send_cols
+
+#: foreign reads, by (topic, value): (partition, offset, read by the drain, reader) - values read
+#: in a partition none of their sends went to (checkers/kernel.py gathers them across partitions)
+Foreign = dict[tuple[str | None, str], list[tuple[int, int, bool, str]]]
 
 
-#: candidate rows up to which they are broadcast to the reads instead of shuffling both
-BROADCAST_ROWS = 2_000_000
+def lost_and_unseen(p: Partition, foreign: Foreign) -> dict[str, tuple[dict[str, Any], int]]:
+    """``{"lost_write": (columns, n), "unseen_at_end": (columns, n)}`` for one partition.
 
-
-def lost_and_unseen(fr: Frames) -> dict[str, DataFrame]:
-    """Return ``{"lost_write": df, "unseen_at_end": df}`` evidence frames.
-
-    A write counts as read when its value was read anywhere in its topic. The co-partitioned
-    join answers "read in its own partition" for every write; only the candidates it leaves
-    (normally few) are looked up in the other partitions' reads.
+    A write counts as read when its value was read anywhere in its topic: in its own partition
+    (a lookup by value code), or elsewhere - then the read is foreign there (values are unique
+    per send, docs/history-format.md) and ``foreign`` holds it.
     """
-    rv = fr.read_values.select(*TP, "value", F.lit(True).alias("_read"), F.col("drained").alias("_drained"))
-    stats = F.broadcast(fr.part_stats.select(*TP, "max_read_offset", "drain_end", "drain_end_t"))
-    acked = fr.ok_sends.join(rv, [*TP, "value"], "left").join(stats, TP, "left")
-    read_past = F.coalesce(F.col("max_read_offset") > F.col("offset"), F.lit(False))
-    drained = F.col("drain_end").isNotNull()
-    same_read = F.coalesce(F.col("_read"), F.lit(False))
-    same_drained = F.coalesce(F.col("_drained"), F.lit(False))
-    # not read in its own partition, or (drained partition) not drained there: a superset of lost + unseen
-    cand = fr.keep(acked.where(~same_read | (drained & ~same_drained)))
-    other = fr.reads.select(F.col("topic").alias("o_topic"), F.col("partition").alias("o_partition"),
-                            F.col("value").alias("o_value"), "f")
-    keys = cand.select(*TP, "value", "process", "op")
-    if cand.count() <= BROADCAST_ROWS:   # the usual case: no shuffle of the reads at all
-        keys = F.broadcast(keys)
-    seen = (other.join(keys,
-                       (F.col("o_topic") == F.col("topic")) & (F.col("o_value") == F.col("value"))
-                       & (F.col("o_partition") != F.col("partition")), "inner")
-            .groupBy(*TP, "process", "op")
-            .agg(F.lit(True).alias("_read_elsewhere"), F.max(F.col("f") == "drain").alias("_drained_elsewhere")))
-    cand = cand.join(seen, [*TP, "process", "op"], "left")
-    was_read = same_read | F.coalesce(F.col("_read_elsewhere"), F.lit(False))
-    in_drain = same_drained | F.coalesce(F.col("_drained_elsewhere"), F.lit(False))
-    lost = (cand.where((~was_read & read_past) | (drained & ~in_drain))
-            .withColumn("lost_because", F.when(~was_read & read_past, F.lit("read_past_offset"))
-                        .when(~was_read, F.lit("final_drain_read_whole_partition"))
-                        .otherwise(F.lit("final_drain_missed_read_earlier"))))
-    # the lost rows are few and read twice below (the sweep's keys and the join back): keep them
-    lost = _with_miss_t(fr, fr.keep(lost))
-    lost = lost.select(*TP, "offset", "value", "process", "op", "invoke_t", "ack_t",
-                       "max_read_offset", "drain_end", "lost_because", "miss_t", "miss_by")
-    unseen = (cand.where(~was_read & ~read_past & ~drained)
-              .select(*TP, "offset", "value", "process", "op", "invoke_t", "ack_t", "max_read_offset"))
-    return {"lost_write": lost, "unseen_at_end": unseen}
+    s = p.sends
+    ok = np.flatnonzero(p.ok_mask())
+    vc = s.vc[ok]
+    off = s.offset.values[ok]
+    read, drained_here = p.read_flags()
+    has_v = vc >= 0
+    same_read = has_v & read[np.maximum(vc, 0)] if len(read) else np.zeros(len(ok), dtype=bool)
+    same_drained = has_v & drained_here[np.maximum(vc, 0)] if len(read) else np.zeros(len(ok), dtype=bool)
+    mro = p.max_read_offset()
+    read_past = off < mro if mro is not None else np.zeros(len(ok), dtype=bool)
+    drained = p.drain_end is not None
+    cand = ~same_read | (drained & ~same_drained)
+    read_else = np.zeros(len(ok), dtype=bool)
+    drained_else = np.zeros(len(ok), dtype=bool)
+    if foreign:
+        for i in np.flatnonzero(cand & has_v):
+            for part, _, by_drain, _ in foreign.get((p.topic, p.values[int(vc[i])].as_py()), ()):
+                if part != p.partition:
+                    read_else[i] = True
+                    drained_else[i] |= by_drain
+    was_read = same_read | read_else
+    in_drain = same_drained | drained_else
+    lost_m = cand & ((~was_read & read_past) | (drained & ~in_drain))
+    unseen_m = cand & ~was_read & ~read_past & ~drained
+    li, ui = np.flatnonzero(lost_m), np.flatnonzero(unseen_m)
+    because = np.where(~was_read[li] & read_past[li], "read_past_offset",
+                       np.where(~was_read[li], "final_drain_read_whole_partition", "final_drain_missed_read_earlier"))
+    lost = {**send_cols(p, ok[li]), "max_read_offset": [mro] * len(li), "drain_end": [p.drain_end] * len(li),
+            "lost_because": because.tolist()}
+    lost.update(_miss(p, ok[li], because))
+    unseen = {**send_cols(p, ok[ui]), "max_read_offset": [mro] * len(ui)}
+    return {"lost_write": (lost, len(li)), "unseen_at_end": (unseen, len(ui))}
 
 
-#: the result of the per-partition sweep (one row per lost write)
-_MISS_SCHEMA = ("topic string, partition int, process string, op long, after_t double, after_reader string, any_t double, any_reader string")
+def _miss(p: Partition, idx: np.ndarray, because: np.ndarray) -> dict[str, Any]:
+    """When was the write first missed: the first poll after the ack whose reads passed its offset.
+
+    Falls back to the drain's end, then to any read past it (even one before the ack); a write
+    read before it vanished was first missed by the final drain. Per-poll extents (one row per
+    poll op), never every message read; :func:`first_polls_past` is a sweep, not a join.
+    """
+    import pandas as pd
+
+    n = len(idx)
+    if n == 0:
+        return {"miss_t": np.zeros(0), "miss_by": []}
+    s, po = p.sends, p.polls
+    keys = pd.DataFrame({"topic": [p.topic] * n, "partition": np.full(n, p.partition or 0, dtype=np.int32),
+                         "process": s.proc[idx], "op": s.op[idx], "offset": s.offset.values[idx],
+                         "ack_t": s.complete_t[idx]})
+    if n * len(po.t_first) <= DIRECT_PAIRS:
+        got = _first_polls_direct(p, keys)
+    else:
+        polls = pd.DataFrame({"t_first": po.t_first, "reader": [p.processes[int(c)] for c in po.proc],
+                              "max_offset": po.max_offset})
+        got = first_polls_past(keys, polls)
+    det = p.drain_end_t
+    miss_t: list[float | None] = []
+    miss_by: list[str | None] = []
+    for i in range(n):
+        if because[i] == "final_drain_missed_read_earlier":
+            miss_t.append(det)
+            miss_by.append("drain")
+            continue
+        at, ar, yt, yr = got["after_t"].iat[i], got["after_reader"].iat[i], got["any_t"].iat[i], got["any_reader"].iat[i]
+        if not np.isnan(at):
+            miss_t.append(float(at)); miss_by.append(ar)
+        elif det is not None:
+            miss_t.append(det); miss_by.append("drain")
+        elif not np.isnan(yt):
+            miss_t.append(float(yt)); miss_by.append(yr)
+        else:
+            miss_t.append(None); miss_by.append(None)
+    return {"miss_t": np.array([np.nan if v is None else v for v in miss_t], dtype=np.float64), "miss_by": miss_by}
 
 
-def _first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> pandas.DataFrame
+#: lost writes x polls up to which each lost write scans the polls directly (numpy, one pass
+#: per write); above it the sweep (:func:`first_polls_past`) - both exact, same tie-break
+DIRECT_PAIRS = 20_000_000
+
+
+def _first_polls_direct(p: Partition, keys):  # -> pandas.DataFrame like first_polls_past
+    import pandas as pd
+
+    po = p.polls
+    out: dict[str, list] = {"after_t": [], "after_reader": [], "any_t": [], "any_reader": []}
+    for ack, off in zip(keys["ack_t"].to_numpy(float), keys["offset"].to_numpy()):
+        past = po.max_offset > off
+        for name, m in (("any", past), ("after", past & (po.t_first >= ack) if not np.isnan(ack) else None)):
+            if m is None or not m.any():
+                out[f"{name}_t"].append(np.nan)
+                out[f"{name}_reader"].append(None)
+                continue
+            idx = np.flatnonzero(m)
+            tmin = po.t_first[idx].min()
+            reader = min(p.processes[int(c)] for c in po.proc[idx[po.t_first[idx] == tmin]])
+            out[f"{name}_t"].append(float(tmin))
+            out[f"{name}_reader"].append(reader)
+    return pd.DataFrame(out)
+
+
+def first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> pandas.DataFrame
     """For each lost write, the first read after its ack that passed its offset - a sweep.
 
-    Runs once per topic-partition (Spark cogroup). Walking the polls backwards in time keeps a
+    Runs once per topic-partition. Walking the polls backwards in time keeps a
     stack of the polls not dominated by a later-added (earlier) poll with a max_offset at least
     as high; the answer for (ack_t, offset) is then a binary search. O((polls + writes) log
     polls), where the join of every lost write with every poll was quadratic (2,251 lost writes
@@ -135,45 +198,3 @@ def _first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> p
                          "any_t": any_t, "any_reader": pd.Series(any_r, dtype=object)})
 
 
-#: lost writes x polls above which the per-partition sweep replaces the plain join. The sweep
-#: costs a Python worker start (seconds); the join costs one comparison per pair.
-SWEEP_ABOVE_PAIRS = 20_000_000
-
-
-def _with_miss_t(fr: Frames, lost: DataFrame) -> DataFrame:
-    """When was the write first missed: the first poll after the ack whose reads passed its offset.
-
-    Falls back to the drain's end, then to any read past it (even one before the ack). Works on
-    per-poll aggregates (one row per poll op and partition), never on every message read. With
-    few lost writes a join against the polls is cheapest; with many (a KIP-903 run loses
-    thousands) it is a per-topic-partition sweep (:func:`_first_polls_past`). Both give the
-    same rows (tests/checkers/test_miss_time.py).
-    """
-    polls = fr.poll_ops.select(*TP, F.col("process").alias("reader"), "t_first", "max_offset")
-    keys = lost.select("process", "op", *TP, "offset", "ack_t")
-    if lost.count() * fr.poll_ops.count() > SWEEP_ABOVE_PAIRS:
-        # fresh column ids on one side: both sides descend from the same history, and Spark
-        # refuses a cogroup whose grouping columns it cannot tell apart
-        keys = keys.select(*[F.col(c).alias(c) for c in keys.columns])
-        j = (keys.groupBy(*TP).cogroup(polls.groupBy(*TP))
-             .applyInPandas(lambda k, p: _first_polls_past(k, p), schema=_MISS_SCHEMA))
-    else:
-        pj = polls.select(F.col("topic").alias("p_topic"), F.col("partition").alias("p_partition"),
-                          "reader", "t_first", "max_offset")
-        cond = ((F.col("topic") == F.col("p_topic")) & (F.col("partition") == F.col("p_partition"))
-                & (F.col("max_offset") > F.col("offset")))
-        j = (keys.join(pj, cond, "inner")
-             .groupBy(*TP, "process", "op")
-             .agg(F.min(F.when(F.col("t_first") >= F.col("ack_t"), F.struct("t_first", "reader"))).alias("after"),
-                  F.min(F.struct("t_first", "reader")).alias("any"))
-             .select(*TP, "process", "op", F.col("after.t_first").alias("after_t"), F.col("after.reader").alias("after_reader"),
-                     F.col("any.t_first").alias("any_t"), F.col("any.reader").alias("any_reader")))
-    out = lost.join(j, [*TP, "process", "op"], "left")
-    read_earlier = F.col("lost_because") == "final_drain_missed_read_earlier"
-    # a write read before it vanished was first missed by the final drain
-    return (out.withColumn("miss_t", F.when(read_earlier, F.col("drain_end_t"))
-                           .otherwise(F.coalesce(F.col("after_t"), F.col("drain_end_t"), F.col("any_t"))))
-            .withColumn("miss_by", F.when(read_earlier, F.lit("drain")).otherwise(F.coalesce(F.col("after_reader"),
-                                              F.when(F.col("drain_end_t").isNotNull(), F.lit("drain")),
-                                              F.col("any_reader"))))
-            .drop("after_t", "after_reader", "any_t", "any_reader"))

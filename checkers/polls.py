@@ -11,29 +11,42 @@ count is exactly the observed offsets strictly between the two polls.
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import TP, Frames
+import numpy as np
+
+from checkers.partition import DRAIN, Partition, proc_strings, tp_cols
 
 
-def poll_order(fr: Frames) -> dict[str, DataFrame]:
-    w = Window.partitionBy("process", *TP).orderBy("op")
-    ops = (fr.poll_ops.withColumn("prev_op", F.lag("op").over(w))
-           .withColumn("prev_max_offset", F.lag("max_offset").over(w))
-           .where(F.col("prev_op").isNotNull()))
-    nonmono = (ops.where(F.col("min_offset") <= F.col("prev_max_offset"))
-               .select("process", "f", *TP, "prev_op", "prev_max_offset", "op", "min_offset", "t_first",
-                       (F.col("min_offset") - F.col("prev_max_offset")).alias("delta")))
-    # only a poll that did not continue at the next offset can skip anything; for those (normally
-    # few) gaps, count the observed offsets strictly inside the gap - a range join restricted to
-    # the gap candidates instead of ranking every offset of every partition
-    gaps = ops.where(F.col("min_offset") > F.col("prev_max_offset") + 1)
-    offsets = fr.log.select(F.col("topic").alias("l_topic"), F.col("partition").alias("l_partition"),
-                            F.col("offset").alias("l_offset")).distinct()
-    inside = ((F.col("topic") == F.col("l_topic")) & (F.col("partition") == F.col("l_partition"))
-              & (F.col("l_offset") > F.col("prev_max_offset")) & (F.col("l_offset") < F.col("min_offset")))
-    skips = (gaps.join(offsets, inside, "inner")
-             .groupBy("process", "f", *TP, "prev_op", "prev_max_offset", "op", "min_offset", "t_first")
-             .agg(F.count(F.lit(1)).alias("skipped"), F.min("l_offset").alias("first_skipped_offset")))
-    return {"nonmonotonic_poll": nonmono, "poll_skip": skips}
+def poll_order(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
+    po = p.polls
+    order = np.lexsort((po.op, po.proc))       # each reader's polls of this partition in op order
+    proc = po.proc[order]
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = proc[1:] == proc[:-1]
+    cur = order[1:][same[1:]]
+    prev = order[:-1][same[1:]]
+    prev_max = po.max_offset[prev]
+    mono = po.min_offset[cur] <= prev_max
+    nonmono = _cols(p, prev[mono], cur[mono])
+    nonmono["delta"] = po.min_offset[cur[mono]] - prev_max[mono]
+    # a skip: a gap over offsets someone observed (the distinct observed log, any value)
+    gap = po.min_offset[cur] > prev_max + 1
+    offsets = np.unique(p.log()[0])
+    lo = np.searchsorted(offsets, prev_max[gap], "right")
+    hi = np.searchsorted(offsets, po.min_offset[cur[gap]], "left")
+    skipped = hi - lo
+    has = skipped > 0
+    gp, gc = prev[gap][has], cur[gap][has]
+    skips = _cols(p, gp, gc)
+    skips["skipped"] = skipped[has]
+    skips["first_skipped_offset"] = offsets[lo[has]] if len(offsets) else np.zeros(0, dtype=np.int64)
+    return {"nonmonotonic_poll": (nonmono, int(mono.sum())), "poll_skip": (skips, int(has.sum()))}
+
+
+def _cols(p: Partition, prev: np.ndarray, cur: np.ndarray) -> dict[str, Any]:
+    po = p.polls
+    return {**tp_cols(p, len(cur)), "process": proc_strings(p, po.proc[cur]),
+            "f": ["drain" if f == DRAIN else "poll" for f in po.f[cur]], "prev_op": po.op[prev],
+            "prev_max_offset": po.max_offset[prev], "op": po.op[cur], "min_offset": po.min_offset[cur],
+            "t_first": po.t_first[cur]}

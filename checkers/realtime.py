@@ -5,34 +5,78 @@ every ISR member, so a send *invoked after* that acknowledgement or read must be
 higher offset. An ok send at or below an offset already known to exist before its invoke means
 the log went backwards in real time (typically the tail was truncated away by an election).
 
-As-of join by window: the partition's known offsets (acks at ack time, reads at the time the
-poll finished) and the sends' invoke times in one time-ordered stream; a running maximum.
+An as-of lookup: the partition's known offsets (acks at ack time, reads at the time the poll
+finished) sorted by time with a running maximum; each send's invoke time is binary-searched in
+it (a fact at exactly the invoke time does not count - it was not known before).
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from typing import Any
 
-from checkers.frames import TP, Frames
+import numpy as np
+
+from checkers.partition import DRAIN, Partition, send_cols
 
 
-def realtime_regression(fr: Frames) -> dict[str, DataFrame]:
-    acks = fr.ok_sends.select(*TP, F.col("ack_t").alias("t"), "offset",
-                              F.concat(F.lit("ack:"), F.col("process"), F.lit(":"), F.col("value")).alias("src"))
-    reads = fr.poll_ops.select(*TP, F.col("t_last").alias("t"), F.col("max_offset").alias("offset"),
-                               F.concat(F.col("f"), F.lit(":"), F.col("process"), F.lit(":op"), F.col("op").cast("string")).alias("src"))
-    known = (acks.unionByName(reads).where(F.col("t").isNotNull())
-             .select(*TP, "t", F.lit(1).alias("k"), F.struct("offset", "t", "src").alias("fact"),
-                     F.lit(None).cast("string").alias("process"), F.lit(None).cast("long").alias("op")))
-    probes = fr.ok_sends.where(F.col("invoke_t").isNotNull()).select(
-        *TP, F.col("invoke_t").alias("t"), F.lit(0).alias("k"),
-        F.lit(None).cast("struct<offset:bigint,t:double,src:string>").alias("fact"), "process", "op")
-    w = Window.partitionBy(*TP).orderBy("t", "k").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    prior = (known.unionByName(probes).withColumn("prior", F.max("fact").over(w))
-             .where(F.col("k") == 0).select(*TP, "process", "op", "prior"))
-    return {"realtime_offset_regression": (
-        fr.ok_sends.join(prior, [*TP, "process", "op"], "inner")
-        .where(F.col("prior").isNotNull() & (F.col("offset") <= F.col("prior.offset")))
-        .select("process", "op", *TP, "offset", "value", "invoke_t", "ack_t",
-                F.col("prior.offset").alias("prior_offset"), F.col("prior.t").alias("prior_t"),
-                F.col("prior.src").alias("prior_source")))}
+def realtime_regression(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
+    s, po = p.sends, p.polls
+    ok = np.flatnonzero(p.ok_mask())
+    a_ok = ok[~np.isnan(s.complete_t[ok])]
+    # known facts: (t, offset, kind 0 = ack / 1 = read, index)
+    t = np.concatenate([s.complete_t[a_ok], po.t_last])
+    off = np.concatenate([s.offset.values[a_ok], po.max_offset])
+    kind = np.concatenate([np.zeros(len(a_ok), dtype=np.int8), np.ones(len(po.t_last), dtype=np.int8)])
+    ref = np.concatenate([a_ok, np.arange(len(po.t_last))])
+    keep = ~np.isnan(t)
+    t, off, kind, ref = t[keep], off[keep], kind[keep], ref[keep]
+    probes = ok[~np.isnan(s.invoke_t[ok])]
+    empty = {"realtime_offset_regression": ({}, 0)}
+    if len(t) == 0 or len(probes) == 0:
+        return empty
+    # rank facts by (offset, t, source text): the maximum fact known before each invoke
+    rank_order = np.lexsort((t, off))
+    rank_order = _break_ties(p, rank_order, t, off, kind, ref)
+    rank = np.empty(len(t), dtype=np.int64)
+    rank[rank_order] = np.arange(len(t))
+    by_t = np.argsort(t, kind="stable")
+    run = np.maximum.accumulate(rank[by_t])
+    n_before = np.searchsorted(t[by_t], s.invoke_t[probes], side="left")
+    has = n_before > 0
+    best = np.where(has, rank_order[run[np.maximum(n_before - 1, 0)]], -1)
+    bad = has & (s.offset.values[probes] <= np.where(has, off[np.maximum(best, 0)], 0))
+    idx, fact = probes[bad], best[bad]
+    cols = {**send_cols(p, idx), "prior_offset": off[fact], "prior_t": t[fact],
+            "prior_source": [_source(p, kind[f], ref[f]) for f in fact]}
+    return {"realtime_offset_regression": (cols, len(idx))}
+
+
+def _source(p: Partition, kind: int, ref: int) -> str:
+    if kind == 0:
+        return f"ack:{p.processes[int(p.sends.proc[ref])]}:{p.values[int(p.sends.vc[ref])].as_py()}" \
+            if p.sends.vc[ref] >= 0 else f"ack:{p.processes[int(p.sends.proc[ref])]}:"
+    po = p.polls
+    f = "drain" if po.f[ref] == DRAIN else "poll"
+    return f"{f}:{p.processes[int(po.proc[ref])]}:op{int(po.op[ref])}"
+
+
+def _break_ties(p: Partition, order: np.ndarray, t: np.ndarray, off: np.ndarray, kind: np.ndarray,
+                ref: np.ndarray) -> np.ndarray:
+    """Facts equal in (offset, t) are ordered by their source text, as a struct comparison would."""
+    so, st = off[order], t[order]
+    tie = np.zeros(len(order), dtype=bool)
+    tie[1:] = (so[1:] == so[:-1]) & (st[1:] == st[:-1])
+    if not tie.any():
+        return order
+    order = order.copy()
+    i, n = 1, len(order)
+    while i < n:
+        if not tie[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and tie[j]:
+            j += 1
+        grp = order[i - 1:j]
+        order[i - 1:j] = sorted(grp, key=lambda k: _source(p, kind[k], ref[k]))
+        i = j
+    return order

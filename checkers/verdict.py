@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
 if TYPE_CHECKING:
     from checkers.job import Analysis
 
@@ -44,20 +42,12 @@ def build_verdict(an: "Analysis", run: dict[str, Any], *, expect: str | None = N
         as_expected = counts["lost_write"] > 0
     else:
         as_expected = valid and counts["lost_write"] == 0
-    lost = an.evidence["lost_write"]
-    if "lost_write" in an.rows:
-        by_part: dict[str, int] = {}
-        for r in an.rows["lost_write"]:
-            k = f"{r['topic']}-{r['partition']}"
-            by_part[k] = by_part.get(k, 0) + 1
-        lost_rows = an.rows["lost_write"][:ATTRIBUTIONS]
-    else:
-        by_part = {f"{r['topic']}-{r['partition']}": r["n"] for r in
-                   lost.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("n")).collect()}
-        lost_rows = an.examples("lost_write", ATTRIBUTIONS)
+    by_part = {f"{r['topic']}-{r['partition']}": int(r["lost"]) for r in an.stats if r.get("lost")}
+    lost_rows = an.examples("lost_write", ATTRIBUTIONS)
+    names = [c for c, _ in an.columns["lost_write"]]
     attribution_cols = [c for c in ("topic", "partition", "offset", "value", "process", "ack_t", "miss_t", "miss_by",
                                     "lost_because", "faults", "elections", "isr_changes", "alter_partition",
-                                    "broker_events", "removed_by", "attribution") if c in lost.columns]
+                                    "broker_events", "removed_by", "attribution") if c in names]
     return {
         "valid": valid,
         "counts": counts,
@@ -67,7 +57,7 @@ def build_verdict(an: "Analysis", run: dict[str, Any], *, expect: str | None = N
         "expected": expected,
         "as_expected": as_expected,
         "run_id": run.get("run_id"),
-        "examples": {name: an.examples(name, EXAMPLES) for name in an.evidence if counts[name] > 0},
+        "examples": {name: an.examples(name, EXAMPLES) for name in an.counts if counts[name] > 0},
         "lost_writes_by_partition": dict(sorted(by_part.items())),
         "attribution": [{c: r.get(c) for c in attribution_cols} for r in lost_rows],
     }

@@ -193,6 +193,27 @@ def min_isr_ok(b: HistoryBuilder, t: str) -> None:
     b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0))], 5.0)
 
 
+def read_in_other_partition(b: HistoryBuilder, t: str) -> None:
+    # value 1, acked at partition 0 offset 1, is read past in partition 0 but read in partition
+    # 1: not lost (it was read), but it sits at two (partition, offset) places - a duplicate
+    for i in range(3):
+        b.send(_p(t), t, 0, _v(t, i), i, 1.0 + i)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0)), (2, _v(t, 2))], 5.0)
+    b.poll(f"{t}.consumer-1", t, 1, [(5, _v(t, 1))], 5.0)
+
+
+def failed_visible_elsewhere(b: HistoryBuilder, t: str) -> None:
+    # "never appended", yet read - in another partition than it was sent to
+    b.send(_p(t), t, 0, _v(t, 0), None, 1.0, type="fail", error="NOT_LEADER_OR_FOLLOWER", error_code=6)
+    b.poll(f"{t}.consumer-0", t, 1, [(0, _v(t, 0))], 5.0)
+
+
+def duplicate_never_sent(b: HistoryBuilder, t: str) -> None:
+    # a value no producer sent, read in two partitions: a duplicate judged from the reads alone
+    b.poll(f"{t}.consumer-0", t, 0, [(0, f"{t}.ghost")], 5.0)
+    b.poll(f"{t}.consumer-0", t, 1, [(0, f"{t}.ghost")], 6.0)
+
+
 def end_regression(b: HistoryBuilder, t: str) -> None:
     for i in range(3):
         b.send(_p(t), t, 0, _v(t, i), i, 1.0 + i)
@@ -224,6 +245,9 @@ CASES: list[Case] = [
     Case("ack-below-min-isr", "ack_below_min_isr", 1, min_isr_bad),
     Case("ack-min-isr-restored", "ack_below_min_isr", 0, min_isr_ok, clean=True),
     Case("visible-end-regression", "visible_end_regression", 1, end_regression),
+    Case("read-in-other-partition", "duplicate", 1, read_in_other_partition, absent=("lost_write", "unseen_at_end")),
+    Case("failed-visible-elsewhere", "failed_write_visible", 1, failed_visible_elsewhere),
+    Case("duplicate-never-sent", "duplicate", 1, duplicate_never_sent),
 ]
 
 

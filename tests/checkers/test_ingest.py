@@ -27,7 +27,8 @@ def _write(p: Path, lines: list[str], tail: str = "") -> Path:
 
 
 def _ops(dataset: Path) -> list[int]:
-    return sorted(pq.read_table(dataset).column("op").to_pylist())
+    files = [f for pf in ingest.partition_files(dataset) for f in pf.files]
+    return sorted(op for f in files for op in pq.read_table(f).column("op").to_pylist())
 
 
 def test_split_boundaries_lose_and_repeat_nothing(tmp_path):
@@ -68,4 +69,40 @@ def test_empty_history_gives_a_readable_empty_dataset(tmp_path):
     rd = tmp_path / "run"
     f = _write(rd / "history" / "producer-0.jsonl", [])
     res = ingest.ingest(rd, [str(f)])
-    assert res.records == 0 and pq.read_table(res.dataset).num_rows == 0
+    assert res.records == 0 and sum(pq.read_table(f).num_rows for pf in ingest.partition_files(res.dataset)
+                                    for f in pf.files) == 0
+
+
+def test_rows_land_in_their_topic_partition_in_line_order(tmp_path):
+    """The partition kernel reads one directory per topic-partition; line order is kept
+    (first completion wins), awkward topic names round-trip, and rows without a topic or a
+    partition (a poll's invoke, a send that failed before partitioning) are kept apart."""
+    rd = tmp_path / "run"
+    topics = ["a/b", "x@y", "\u00fc", "plain"]
+    lines = [_rec(i, topic=topics[i % 4], partition=i % 2) for i in range(400)]
+    lines += [_rec(1000 + i, partition=None) for i in range(5)] + [_rec(2000, topic=None)]
+    f1 = _write(rd / "history" / "producer-0.jsonl", lines[:200])
+    f2 = _write(rd / "history" / "producer-1.jsonl", lines[200:])
+    res = ingest.ingest(rd, [str(f1), str(f2)])
+    pfs = ingest.partition_files(res.dataset)
+    assert pfs[0].topic is None and pfs[0].partition is None            # unpartitioned first
+    assert sorted(pq.read_table(pfs[0].files[0]).column("op").to_pylist()) == [1000, 1001, 1002, 1003, 1004, 2000]
+    got = {(pf.topic, pf.partition): pf for pf in pfs[1:]}
+    assert set(got) == {(t, p) for i, t in enumerate(topics) for p in (i % 2,)}
+    for (topic, part), pf in got.items():
+        ops = [op for f in pf.files for op in pq.read_table(f).column("op").to_pylist()]
+        want = [i for i in range(400) if topics[i % 4] == topic]
+        assert ops == want, topic                                      # every row, in line order
+        t = pq.read_table(pf.files[0])
+        assert set(t.column("topic").to_pylist()) == {topic} and set(t.column("partition").to_pylist()) == {part}
+
+
+def test_splits_of_one_partition_keep_file_order(tmp_path):
+    f = _write(tmp_path / "run" / "history" / "producer-0.jsonl", [_rec(i, partition=0) for i in range(300)])
+    out = tmp_path / "out"
+    out.mkdir()
+    for s in ingest.plan_splits([f], split_bytes=1000):
+        ingest.convert_split(s, str(out))
+    (pf,) = ingest.partition_files(out)
+    assert len(pf.files) > 5
+    assert [op for fl in pf.files for op in pq.read_table(fl).column("op").to_pylist()] == list(range(300))

@@ -90,7 +90,7 @@ def test_injected_anomalies_are_reported_exactly(spark, tmp_path):
     expected = {f"prop-{i}": build(b, f"prop-{i}", s) for i, s in enumerate(collected)}
     rd = b.write(tmp_path / "props")
     an = analyze(spark, load_run(spark, rd))
-    assert set(an.rows) == set(an.evidence)   # all evidence small enough to collect
+    assert set(an.rows) == set(an.counts) and not an.frames   # all evidence small enough to collect
     got: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     for name, rows in an.rows.items():
         for r in rows:

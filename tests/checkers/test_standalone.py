@@ -109,6 +109,7 @@ def test_standalone_cluster_gives_identical_verdict(spark, tmp_path):
             cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=1200)
         print(f"cluster check done at {time.time() - t0:.1f}s", flush=True)
         assert cli.returncode == 1, f"expected 'not as expected' (a lost write); rc={cli.returncode}\n{cli.stderr[-3000:]}"
+        assert (cluster_dir / "verdict.json").exists(), f"no verdict from the cluster check:\n{cli.stderr[-3000:]}"
         remote = json.loads((cluster_dir / "verdict.json").read_text())
         assert remote["checker"]["spark_master"] == f"spark://127.0.0.1:{port}"
         # the cluster really ran the job: the master saw an application from our driver
