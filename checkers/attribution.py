@@ -13,10 +13,11 @@ For every lost write (ack at ``ack_t``, first missed by a read at ``miss_t``), j
   log lost the record, as Kafka's system tests search the data logs.
 
 The window is ``[ack_t - slack_s, miss_t + slack_s]`` (cluster wall clocks vs the run clock).
-The event logs and the timeline are small: Spark reads them with their schemas and makes each
-event's one-line description (:func:`event_desc`, :func:`fault_windows`); the driver collects
-them once into a :class:`RunEvents`, and the partition tasks attribute their own lost writes
-with it (binary searches on event time), so lost writes never travel to be joined.
+The event logs and the timeline are small (a row per fault step or cluster event): the driver
+reads them (:func:`checkers.load.read_log`), describes each event in one line
+(:func:`event_desc`, :func:`fault_windows`) and builds one :class:`RunEvents`, which the
+partition tasks use to attribute their own lost writes (binary searches on event time), so
+lost writes never travel to be joined.
 """
 from __future__ import annotations
 
@@ -25,46 +26,52 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-
 CATEGORIES = ("faults", "elections", "isr_changes", "alter_partition", "broker_events", "removed_by")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "self_fenced")
 
 
-def _arr(c: str) -> Column:
-    return F.when(F.col(c).isNotNull(), F.concat(F.lit(c + "=["), F.array_join(F.col(c), ","), F.lit("]")))
+#: the fields an event's description names, in order, after its time, name and origin
+_DESC_FIELDS = ("broker", "broker_epoch", "previous_broker_epoch", "clean_shutdown", "leader", "leader_epoch",
+                "partition_epoch", "isr", "elr", "new_isr", "broker_epochs", "version", "accepted", "error",
+                "from_offset", "to_offset", "recovery_point", "log_end_offset", "reason", "leader_recovery_state")
 
 
-def _kv(c: str) -> Column:
-    return F.when(F.col(c).isNotNull(), F.concat(F.lit(c + "="), F.col(c).cast("string")))
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ",".join(str(x) for x in v if x is not None) + "]"
+    return str(v)
 
 
-def event_desc(events: DataFrame) -> DataFrame:
-    """A one-line, human-readable description per cluster/proxy event."""
-    return events.withColumn("desc", F.concat_ws(
-        " ", F.format_string("t=%.3f", F.col("t")), F.col("event"),
-        F.concat(F.lit("@"), F.coalesce(F.col("host"), F.lit("")), F.lit("/"), F.coalesce(F.col("node"), F.lit("?"))),
-        _kv("broker"), _kv("broker_epoch"), _kv("previous_broker_epoch"), _kv("clean_shutdown"),
-        _kv("leader"), _kv("leader_epoch"), _kv("partition_epoch"), _arr("isr"), _arr("elr"), _arr("new_isr"),
-        _kv("broker_epochs"), _kv("version"), _kv("accepted"), _kv("error"),
-        _kv("from_offset"), _kv("to_offset"), _kv("recovery_point"), _kv("log_end_offset"),
-        _kv("reason"), _kv("leader_recovery_state")))
+def event_desc(e: dict[str, Any]) -> str:
+    """A one-line, human-readable description of a cluster/proxy event: the fields it has."""
+    head = [f"t={e['t']:.3f}" if e.get("t") is not None else None, e.get("event"),
+            f"@{e.get('host') or ''}/{e.get('node') or '?'}"]
+    return " ".join([h for h in head if h is not None]
+                    + [f"{k}={_text(e[k])}" for k in _DESC_FIELDS if e.get(k) is not None])
 
 
-def fault_windows(timeline: DataFrame) -> DataFrame:
-    """One row per nemesis fault id: start_t, stop_t (null while never healed), desc."""
-    f = (timeline.where(F.col("kind") == "nemesis")
-         .groupBy("id")
-         .agg(F.first("fault", True).alias("fault"), F.first("targets", True).alias("targets"),
-              F.min(F.when(F.col("phase") == "start", F.col("t"))).alias("start_t"),
-              F.max(F.when(F.col("phase") == "stop", F.col("t"))).alias("stop_t"),
-              F.first(F.when(F.col("phase") == "start", F.col("detail")), True).alias("detail")))
-    return f.withColumn("desc", F.concat_ws(
-        " ", F.concat(F.col("fault"), F.lit("["), F.array_join(F.coalesce(F.col("targets"), F.array()), ","), F.lit("]")),
-        F.format_string("%s %.3f-%s", F.col("id"), F.col("start_t"),
-                        F.coalesce(F.format_string("%.3f", F.col("stop_t")), F.lit("active"))),
-        F.col("detail")))
+def fault_windows(timeline: list[dict[str, Any]]) -> list[tuple[float, float | None, str]]:
+    """One (start_t, stop_t, desc) per nemesis fault id that started; stop_t None while never healed."""
+    by_id: dict[Any, list[dict[str, Any]]] = {}
+    for r in timeline:
+        if r.get("kind") == "nemesis":
+            by_id.setdefault(r.get("id"), []).append(r)
+    out = []
+    for fid, rows in by_id.items():
+        starts = [r["t"] for r in rows if r.get("phase") == "start" and r.get("t") is not None]
+        if not starts:
+            continue
+        stops = [r["t"] for r in rows if r.get("phase") == "stop" and r.get("t") is not None]
+        fault = next((r["fault"] for r in rows if r.get("fault") is not None), None)
+        targets = next((r["targets"] for r in rows if r.get("targets") is not None), None) or []
+        detail = next((r["detail"] for r in rows if r.get("phase") == "start" and r.get("detail") is not None), None)
+        start_t, stop_t = min(starts), (max(stops) if stops else None)
+        parts = [None if fault is None else f"{fault}[{','.join(x for x in targets if x is not None)}]",
+                 f"{fid} {start_t:.3f}-{'active' if stop_t is None else f'{stop_t:.3f}'}", detail]
+        out.append((start_t, stop_t, " ".join(x for x in parts if x is not None)))
+    return out
 
 
 @dataclass
@@ -75,21 +82,18 @@ class RunEvents:
     broker: list[tuple[float, str]] = field(default_factory=list)                  # broker events (t, desc), by t
 
     @classmethod
-    def collect(cls, timeline: DataFrame, events: DataFrame) -> "RunEvents":
-        """Two small Spark jobs: every fault window and every event with its description."""
-        faults = [(r["start_t"], r["stop_t"], r["desc"]) for r in
-                  fault_windows(timeline).select("start_t", "stop_t", "desc").collect() if r["start_t"] is not None]
-        out = cls(faults=faults)
-        rows = event_desc(events).select("topic", "partition", "t", "event", "desc", "from_offset", "to_offset",
-                                         "log_end_offset").collect()
-        for r in rows:
+    def collect(cls, timeline: list[dict[str, Any]], events: list[dict[str, Any]]) -> "RunEvents":
+        """Every fault window and every event with its description, by partition and time."""
+        out = cls(faults=fault_windows(timeline))
+        for r in events:
             if r["t"] is None:
                 continue
+            desc = event_desc(r)
             if r["event"] in BROKER_EVENTS:
-                out.broker.append((r["t"], r["desc"]))
+                out.broker.append((r["t"], desc))
             if r["topic"] is not None and r["partition"] is not None:
                 out.by_tp.setdefault((r["topic"], int(r["partition"])), []).append(
-                    (r["t"], r["event"], r["desc"], r["from_offset"], r["to_offset"], r["log_end_offset"]))
+                    (r["t"], r["event"], desc, r["from_offset"], r["to_offset"], r["log_end_offset"]))
         out.broker.sort()
         for v in out.by_tp.values():
             v.sort(key=lambda e: (e[0], e[2]))

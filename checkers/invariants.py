@@ -21,23 +21,22 @@ from checkers.partition import Partition, send_cols, tp_cols
 IsrTimeline = tuple[np.ndarray, np.ndarray]
 
 
-def isr_timelines(events, observer, use_events: bool) -> dict[tuple[str, int], IsrTimeline]:
+def isr_timelines(events: list[dict[str, Any]], observer: list[dict[str, Any]],
+                  use_events: bool) -> dict[tuple[str, int], IsrTimeline]:
     """(topic, partition) -> ISR size changes; cluster events if collected, else observer samples.
 
-    Small (one row per election or ISR change, or per observer sample): collected once on the
+    Small (one row per election or ISR change, or per observer sample): built once on the
     driver and shipped to the partition tasks.
     """
-    from pyspark.sql import functions as F
     if use_events:
-        src = (events.where(F.col("event").isin("leader_elected", "isr_changed") & F.col("isr").isNotNull()
-                            & F.col("topic").isNotNull()))
+        src = [e for e in events if e["event"] in ("leader_elected", "isr_changed")
+               and e["isr"] is not None and e["topic"] is not None]
     else:
-        src = observer.where(F.col("isr").isNotNull() & F.col("topic").isNotNull() & F.col("error").isNull())
-    rows = src.select("topic", "partition", "t", F.size("isr").alias("isr_size")).collect()
+        src = [o for o in observer if o["isr"] is not None and o["topic"] is not None and o["error"] is None]
     out: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    for r in rows:
+    for r in src:
         if r["t"] is not None and r["partition"] is not None:
-            out.setdefault((r["topic"], int(r["partition"])), []).append((float(r["t"]), int(r["isr_size"])))
+            out.setdefault((r["topic"], int(r["partition"])), []).append((float(r["t"]), len(r["isr"])))
     res: dict[tuple[str, int], IsrTimeline] = {}
     for k, v in out.items():
         v.sort(key=lambda x: x[0])          # stable: changes at one instant keep their log order

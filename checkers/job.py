@@ -3,8 +3,8 @@
 One SparkSession for the whole check (DESIGN.md). The history is converted once into Parquet
 files by topic-partition (:mod:`checkers.ingest`); Spark then runs the partition kernel as tasks
 (:mod:`checkers.kernel`: every anomaly family, columnar, one partition at a time, and the
-attribution of its lost writes); Spark also reads the run's other logs (timeline, observer,
-cluster and proxy events), which are small and collected once. Only counts, evidence rows
+attribution of its lost writes). The run's other logs (timeline, observer, cluster and proxy
+events) are small and read on the driver, which ships what the tasks need. Only counts, evidence rows
 (normally few) and per-partition figures reach the driver; large evidence stays as Parquet
 written by the tasks. Runs unchanged under
 ``--spark-master spark://...`` or ``spark-submit``: the workers need pyspark, pyarrow, numpy,

@@ -1,11 +1,11 @@
-"""Read a run directory: the history into Parquet by partition, the other logs into DataFrames.
+"""Read a run directory: the history into Parquet by partition, the other logs into rows.
 
 The history is converted by :mod:`checkers.ingest` (its Arrow schema derives from
 ``workloads.history.FIELDS``, so writer and checker cannot drift) and read by the partition
-kernel. The timeline, observer and event logs are small and read by Spark with explicit
-schemas - never inferred: inference reads every file twice and guesses types from the first
-lines it sees. Only ``RUN/history/*.jsonl`` is required; every other input is optional and
-yields an empty frame.
+kernel. The timeline, observer and event logs are small (a row per fault step, sample or
+cluster event) and are read on the driver with explicit field kinds (:func:`read_log`) -
+never inferred from the first lines seen. Only ``RUN/history/*.jsonl`` is required; every
+other input is optional and yields no rows.
 
 Bad input gives one line naming the file, the field and what is wanted
 (:class:`CheckerInputError`), never a traceback.
@@ -19,52 +19,76 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import SparkSession
 
 from checkers.ingest import IngestResult, Split, convert_split, ingest
 from workloads import history as H
 
-TIMELINE_SCHEMA = T.StructType([
-    T.StructField("v", T.IntegerType()), T.StructField("t", T.DoubleType()),
-    T.StructField("kind", T.StringType()), T.StructField("phase", T.StringType()),
-    T.StructField("id", T.StringType()), T.StructField("fault", T.StringType()),
-    T.StructField("targets", T.ArrayType(T.StringType())),
-    T.StructField("detail", T.StringType()),   # nested object kept as its JSON text
-])
+#: The small logs' fields and their kinds (docs/history-format.md, common.md). Read on the driver:
+#: "int", "float", "str" (an object or array is kept as its compact JSON text), "bool", "ints"
+#: (a list of integers), "strs" (a list of strings). A value of another kind reads as null.
+TIMELINE_FIELDS = {"v": "int", "t": "float", "kind": "str", "phase": "str", "id": "str", "fault": "str",
+                   "targets": "strs", "detail": "str"}
 
-OBSERVER_SCHEMA = T.StructType([
-    T.StructField("t", T.DoubleType()), T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()), T.StructField("leader", T.IntegerType()),
-    T.StructField("leader_epoch", T.IntegerType()),
-    T.StructField("isr", T.ArrayType(T.IntegerType())),
-    T.StructField("elr", T.ArrayType(T.IntegerType())),
-    T.StructField("error", T.StringType()),
-])
+OBSERVER_FIELDS = {"t": "float", "topic": "str", "partition": "int", "leader": "int", "leader_epoch": "int",
+                   "isr": "ints", "elr": "ints", "error": "str"}
 
 #: cluster (kraftsim) and proxy event logs: the union of every event's fields (common.md)
-EVENT_SCHEMA = T.StructType([
-    T.StructField("wall", T.DoubleType()), T.StructField("node", T.StringType()),
-    T.StructField("role", T.StringType()), T.StructField("event", T.StringType()),
-    T.StructField("broker", T.IntegerType()), T.StructField("broker_epoch", T.LongType()),
-    T.StructField("previous_broker_epoch", T.LongType()),
-    T.StructField("clean_shutdown", T.BooleanType()), T.StructField("reason", T.StringType()),
-    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-    T.StructField("leader", T.IntegerType()), T.StructField("leader_epoch", T.IntegerType()),
-    T.StructField("partition_epoch", T.IntegerType()),
-    T.StructField("isr", T.ArrayType(T.IntegerType())),
-    T.StructField("elr", T.ArrayType(T.IntegerType())),
-    T.StructField("leader_recovery_state", T.StringType()),
-    T.StructField("candidates", T.StringType()),
-    T.StructField("new_isr", T.ArrayType(T.IntegerType())),
-    T.StructField("broker_epochs", T.StringType()),
-    T.StructField("version", T.IntegerType()), T.StructField("accepted", T.BooleanType()),
-    T.StructField("error", T.StringType()), T.StructField("error_code", T.IntegerType()),
-    T.StructField("from_offset", T.LongType()), T.StructField("to_offset", T.LongType()),
-    T.StructField("recovery_point", T.LongType()), T.StructField("log_end_offset", T.LongType()),
-    T.StructField("truncated_bytes", T.LongType()),
-])
+EVENT_FIELDS = {
+    "wall": "float", "node": "str", "role": "str", "event": "str", "broker": "int", "broker_epoch": "int",
+    "previous_broker_epoch": "int", "clean_shutdown": "bool", "reason": "str", "topic": "str", "partition": "int",
+    "leader": "int", "leader_epoch": "int", "partition_epoch": "int", "isr": "ints", "elr": "ints",
+    "leader_recovery_state": "str", "candidates": "str", "new_isr": "ints", "broker_epochs": "str",
+    "version": "int", "accepted": "bool", "error": "str", "error_code": "int", "from_offset": "int",
+    "to_offset": "int", "recovery_point": "int", "log_end_offset": "int", "truncated_bytes": "int",
+}
+
+#: one row of a small log: every field of its FIELDS map, coerced or None
+LogRow = dict[str, Any]
+
+
+def _as_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _as_str(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    return str(v)
+
+
+def _coerce(kind: str, v: Any) -> Any:
+    if kind == "int":
+        return _as_int(v)
+    if kind == "float":
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if kind == "str":
+        return _as_str(v)
+    if kind == "bool":
+        return v if isinstance(v, bool) else None
+    if not isinstance(v, list):
+        return None
+    return [_as_int(x) for x in v] if kind == "ints" else [_as_str(x) for x in v]
+
+
+def read_log(path: Path, fields: dict[str, str]) -> list[LogRow]:
+    """Every record of the file, in line order, coerced to ``fields`` (none if it is missing).
+
+    These logs are small (a row per fault step, observer sample or cluster event, never per
+    message), and the checker needs them whole on the driver: attribution and the ISR
+    timelines ship to the partition tasks. Reading them here costs milliseconds; the Spark JSON
+    reader cost a cold session seconds of planning for kilobytes. A torn last line or an
+    undecodable line is skipped (:func:`workloads.history.read_jsonl`), a field of the wrong
+    kind reads as null - the tolerance the history's own reader has.
+    """
+    if not path.is_file():
+        return []
+    return [{k: _coerce(kind, rec.get(k)) for k, kind in fields.items()}
+            for rec in H.read_jsonl(path) if isinstance(rec, dict)]
 
 
 class CheckerInputError(Exception):
@@ -77,9 +101,9 @@ class RunInputs:
     run_dir: Path
     run: dict[str, Any]
     ingest: IngestResult       # the history, converted by topic-partition (checkers/ingest.py)
-    timeline: DataFrame
-    observer: DataFrame
-    events: DataFrame          # cluster + proxy events with t on the run clock and a host column
+    timeline: list[LogRow]
+    observer: list[LogRow]
+    events: list[LogRow]       # cluster + proxy events with t on the run clock and a host column
     has_cluster_events: bool = False
     history_files: list[str] = field(default_factory=list)
 
@@ -105,10 +129,6 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     if sw is not None and not isinstance(sw, dict):
         raise CheckerInputError(f"{path}: field 'switches' is {type(sw).__name__}; want an object of target settings")
     return data
-
-
-def _uri(p: str | Path) -> str:
-    return Path(p).resolve().as_uri()
 
 
 def _check_history_file(path: Path) -> None:
@@ -147,19 +167,6 @@ def _spark_splits(spark: SparkSession) -> Callable[[list[Split], str], list[tupl
     return run
 
 
-def _optional_json(spark: SparkSession, paths: list[Path], schema: T.StructType,
-                   with_path: bool = False) -> DataFrame:
-    """Read the files that exist; an empty frame of the same schema when none do."""
-    paths = [p for p in paths if p.exists() and p.stat().st_size > 0]
-    if not paths:
-        df = spark.createDataFrame([], schema)
-        return df.withColumn("_path", F.lit(None).cast("string")) if with_path else df
-    df = spark.read.schema(schema).json([_uri(p) for p in paths])
-    if with_path:
-        df = df.withColumn("_path", F.col("_metadata.file_path"))
-    return df
-
-
 def precheck(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[str]]:
     """Driver-side checks that need no Spark: fail fast, in one line, before a JVM starts."""
     rd = Path(run_dir)
@@ -180,18 +187,19 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
     run, files = precheck(rd)
     ingested = ingest(rd, files, run_splits=_spark_splits(spark))   # the partition kernel reads it
 
-    timeline = _optional_json(spark, [rd / "timeline.jsonl"], TIMELINE_SCHEMA)
-    observer = _optional_json(spark, [rd / "observer.jsonl"], OBSERVER_SCHEMA)
-    ev_paths = [Path(p) for p in sorted(glob.glob(str(rd / "cluster-logs" / "*" / "events.jsonl")))]
-    ev_paths.append(rd / "proxy-events.jsonl")
-    events = _optional_json(spark, ev_paths, EVENT_SCHEMA, with_path=True)
+    timeline = read_log(rd / "timeline.jsonl", TIMELINE_FIELDS)
+    observer = read_log(rd / "observer.jsonl", OBSERVER_FIELDS)
+    cluster_paths = [Path(p) for p in sorted(glob.glob(str(rd / "cluster-logs" / "*" / "events.jsonl")))]
+    proxy = rd / "proxy-events.jsonl"
+    ev_paths = [*cluster_paths, proxy]
     w0 = float(run.get("wall_at_t0") or 0.0)
     if not run.get("wall_at_t0") and any(p.exists() for p in ev_paths):
         # without the run clock's wall anchor the event times cannot be joined with the history
         raise CheckerInputError(f"{rd / 'run.json'}: field 'wall_at_t0' missing; want it to map cluster event 'wall' times to the run clock")
-    events = (events.withColumn("t", F.col("wall") - F.lit(w0))
-              .withColumn("host", F.when(F.col("_path").endswith("proxy-events.jsonl"), F.lit("proxy"))
-                          .otherwise(F.regexp_extract("_path", r"cluster-logs/([^/]+)/events\.jsonl$", 1)))
-              .drop("_path"))
-    has_cluster = any(p.exists() and p.stat().st_size > 0 for p in ev_paths[:-1])
+    events: list[LogRow] = []
+    for path in ev_paths:   # on the run clock, with the host it came from (its cluster-logs folder)
+        host = "proxy" if path == proxy else path.parent.name
+        events += [{**e, "t": None if e["wall"] is None else e["wall"] - w0, "host": host}
+                   for e in read_log(path, EVENT_FIELDS)]
+    has_cluster = any(p.exists() and p.stat().st_size > 0 for p in cluster_paths)
     return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files)
