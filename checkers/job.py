@@ -79,6 +79,15 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
+def min_insync_replicas(run: dict[str, Any]) -> int | None:
+    """The min ISR the run's topic had: its own config (run.json ``topic``, set at creation),
+    else the target's default (a ``min.insync.replicas`` switch) - Kafka's precedence, a topic
+    config over the broker's; None when run.json names neither."""
+    topic = run.get("topic")
+    v = _as_int(topic.get("min_insync_replicas")) if isinstance(topic, dict) else None
+    return v if v is not None else _as_int(_switch(run, "min.insync.replicas"))
+
+
 def _foreign(results: list[kernel.PartResult]) -> kernel.Foreign:
     out: kernel.Foreign = {}
     for r in results:
@@ -98,7 +107,7 @@ def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     cap = max(0, SMALL_EVIDENCE_ROWS // len(ANOMALIES))
-    min_isr = _as_int(_switch(inputs.run, "min.insync.replicas"))
+    min_isr = min_insync_replicas(inputs.run)
     isr = (invariants.isr_timelines(inputs.events, inputs.observer, inputs.has_cluster_events)
            if min_isr and min_isr > 1 else {})
     pfs = partition_files(ds)
@@ -267,7 +276,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         verdict = build_verdict(an, inputs.run, expect=expect)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
                               "duration_s": None, "history_files": len(inputs.history_files),
-                              "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel")}
+                              "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel"),
+                              "min_insync_replicas": an.extra.get("min_insync_replicas")}
         if write_tables:
             write_evidence(an, rd)
             write_aggregates(an, rd)

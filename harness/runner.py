@@ -190,6 +190,10 @@ class Runner:
             "inventory": str(c.inventory_path), "target": c.inventory_path.stem, "seed": c.seed,
             "wall_at_t0": self.clock.wall_at_t0, "expect": c.expect,
             "switches": {str(k): v for k, v in c.settings.items()},
+            # the topic as created: the checker's min-ISR invariant reads min_insync_replicas here
+            "topic": {"name": c.topic.name, "partitions": c.topic.partitions,
+                      "replication_factor": c.topic.replication_factor,
+                      "min_insync_replicas": c.topic.min_insync_replicas},
             "command": self.command, **extra,
         })
         self.run_json.setdefault("started_wall", time.time())

@@ -70,7 +70,7 @@ class HistoryBuilder:
         self.events[host].append({"wall": WALL0 + t, "node": node, "role": role, "event": event, **fields})
 
     def write(self, run_dir: Path, *, expect: str = "no-loss", switches: dict[str, Any] | None = None,
-              extra_lines: dict[str, str] | None = None) -> Path:
+              topic: dict[str, Any] | None = None, extra_lines: dict[str, str] | None = None) -> Path:
         run_dir = Path(run_dir)
         (run_dir / "history").mkdir(parents=True, exist_ok=True)
         for proc, rs in self.records.items():
@@ -89,6 +89,8 @@ class HistoryBuilder:
             (run_dir / "observer.jsonl").write_text("".join(json.dumps(o) + "\n" for o in self.observer))
         run = {"run_id": run_dir.name, "campaign": "test", "expect": expect, "wall_at_t0": WALL0,
                "switches": switches or {}, "target_version": "hand-built"}
+        if topic is not None:
+            run["topic"] = topic
         (run_dir / "run.json").write_text(json.dumps(run))
         return run_dir
 

@@ -35,6 +35,7 @@ def test_kill_restart_run_then_check_again(tmp_path: Path) -> None:
         assert (run_dir / "campaign.yaml").exists()
         run = json.loads((run_dir / "run.json").read_text())
         assert run["seed"] == 11 and run["expect"] == "no-loss" and run["campaign"] == "kill-restart"
+        assert run["topic"]["min_insync_replicas"] == 2, run.get("topic")
         assert "--seed 11" in run["command"] and run["ended_wall"] > run["started_wall"]
         hist = sorted(p.name for p in (run_dir / "history").glob("*.jsonl"))
         assert {"producer-0.jsonl", "consumer-0.jsonl", "drain.jsonl"} <= set(hist), hist
@@ -54,6 +55,8 @@ def test_kill_restart_run_then_check_again(tmp_path: Path) -> None:
         verdict = json.loads((run_dir / "verdict.json").read_text())
         assert verdict["valid"] is True and verdict["as_expected"] is True
         assert verdict["counts"]["lost_write"] == 0 and verdict["acked_writes"] >= len(sends)
+        # the min-ISR invariant ran, with the topic's setting, and found every ack legal
+        assert verdict["checker"]["min_insync_replicas"] == 2 and verdict["counts"]["ack_below_min_isr"] == 0
 
         # nothing of the run is left running
         assert pids_matching(str(run_dir)) == []
