@@ -41,6 +41,10 @@ from workloads import history as H
 
 #: bytes per conversion split: bounds converter memory (about 3x this) independently of history size
 SPLIT_BYTES = 64 * 1024 * 1024
+#: columns with few distinct values, dictionary-encoded in the Parquet files; the others
+#: (values, times, offsets) are nearly unique, and trying a dictionary for them took a 64 MB
+#: split's write from 0.07 s to 0.12 s for nothing
+DICTIONARY_COLUMNS = ["process", "type", "f", "topic", "error"]
 #: the converted dataset and its manifest, inside the run directory
 DATASET = "history.parquet"
 MANIFEST = "_faultline_manifest.json"
@@ -226,7 +230,7 @@ def convert_split(s: Split, out_dir: str, use_threads: bool = True) -> tuple[int
             os.makedirs(d, exist_ok=True)
             tmp = os.path.join(d, f".part-{s.index:05d}.tmp")
             rows = table if (a == 0 and b == len(skey)) else table.take(pa.array(order[a:b]))
-            pq.write_table(rows, tmp, compression="snappy")
+            pq.write_table(rows, tmp, compression="snappy", use_dictionary=DICTIONARY_COLUMNS)
             os.replace(tmp, os.path.join(d, f"part-{s.index:05d}.parquet"))
     return table.num_rows, bad, torn
 
