@@ -6,6 +6,9 @@ real cluster that window is milliseconds; here the protocol-aware proxy
 (:mod:`nemeses.proxy`) sits between brokers and the controller and either
 
 - ``mode=delay``: delays every AlterPartition by ``delay_ms`` (heartbeats untouched), or
+- ``mode=delay-all``: delays every frame of the broker-controller connections it carries, in
+  both directions, by ``delay_ms`` - a slow controller link (heartbeats, registrations,
+  AlterPartition alike) where the kernel has no ``netem`` (nemeses.link), or
 - ``mode=hold``: holds the first AlterPartition that would *add* broker X to the ISR of a
   chosen partition until a condition - ``{"unfenced": X}`` (the default: X registered
   again through the proxy after the hold began, i.e. X was restarted - seed 000 step 5 -
@@ -42,6 +45,10 @@ from nemeses.base import FaultRecord, Nemesis, register
 from nemeses.netfilter import add_raw, net_run, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+
+#: the nemesis's modes; the delay modes and the proxy control key each sets
+MODES = ("hold", "delay", "delay-all")
+_DELAY_KEY = {"delay": "delay_ms", "delay-all": "delay_all_ms"}
 
 
 @dataclass
@@ -245,8 +252,8 @@ class AlterPartitionDelay(Nemesis):
             raise ValueError("alter-partition: no proxy configured: set nemesis.settings.proxy "
                              "{listen, upstream} (brokers' controller.quorum.bootstrap.servers must point at listen)")
         mode = params.get("mode", "hold")
-        if mode not in ("hold", "delay"):
-            raise ValueError(f"alter-partition: mode must be hold or delay, got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"alter-partition: mode must be one of {', '.join(MODES)}, got {mode!r}")
         record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params),
                              undo={"control_dir": self.control_dir, "host": self.transport.name})
         self.control.pop("clear_delay", None)
@@ -283,7 +290,7 @@ class AlterPartitionDelay(Nemesis):
             self.control["hold"] = spec
         else:
             self.begin(record)
-            self.control["delay_ms"] = float(params.get("delay_ms", 1000))
+            self.control[_DELAY_KEY[mode]] = float(params.get("delay_ms", 1000))
         self._push()
         return record
 
@@ -324,7 +331,7 @@ class AlterPartitionDelay(Nemesis):
                 self.control["hold"] = None
             self.control["release"] = sorted(set(self.control.get("release", [])) | {record.id})
         else:
-            self.control["delay_ms"] = 0
+            self.control[_DELAY_KEY[record.params.get("mode")]] = 0
         try:
             self._push()
         except Exception as e:  # the proxy host may be gone; a dead proxy holds nothing

@@ -13,8 +13,9 @@ naming the host and the missing piece otherwise:
   qdisc of someone else's.
 - ``delay``: ``netem delay`` as a root qdisc (handle ``fa17:``) where the kernel has it.
   Where it does not, the fault refuses in one line; the userspace alternative is the
-  protocol-aware proxy's ``delay_all_ms`` (nemeses.proxy), which delays every frame of the
-  broker-controller connections it carries (placed by configuration).
+  alter-partition nemesis in ``mode: delay-all`` (nemeses.alter_partition), whose proxy
+  delays every frame of the broker-controller connections it carries (placed by
+  configuration).
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ class LinkDegrade(Nemesis):
             err = (res.stderr.strip().splitlines() or ["tc failed"])[-1]
             if "unknown" in err.lower():
                 raise Unavailable(f"{node.name}: link {what} needs tc {args[0]}, which this kernel lacks"
-                                  + ("; use the AlterPartition proxy's delay_all_ms for a userspace delay"
+                                  + ("; for a userspace delay of the controller link use alter-partition mode: delay-all"
                                      if args[0] == "netem" else ""))
             raise Unavailable(f"{node.name}: tc {args[0]} on {dev} failed: {err}")
         return dev

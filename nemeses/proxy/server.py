@@ -278,18 +278,29 @@ class Proxy:
                 uw.write(frame)
                 await uw.drain()
 
+        responses: asyncio.Queue = asyncio.Queue()
+
         async def upstream_to_client() -> None:
             while (frame := await self._read_frame(ur)) is not None:
+                await responses.put((frame, time.monotonic()))
+            await responses.put(None)
+
+        async def response_writer() -> None:
+            # each response waits delay_all_ms from its *arrival*: pipelined responses keep
+            # their spacing (a link's latency), they are not serialized into n x delay
+            while (item := await responses.get()) is not None:
+                frame, arrived = item
                 all_delay = float(self.control.get("delay_all_ms") or 0) / 1000.0
                 if all_delay:
-                    await asyncio.sleep(all_delay)
+                    await asyncio.sleep(max(0.0, arrived + all_delay - time.monotonic()))
                 req = pending.pop(codec.response_correlation_id(frame[4:]), None)
                 if req is not None:
                     self._on_response(req, frame[4:])
                 cw.write(frame)
                 await cw.drain()
 
-        tasks = [asyncio.create_task(x) for x in (client_to_upstream(), writer(), upstream_to_client())]
+        tasks = [asyncio.create_task(x) for x in (client_to_upstream(), writer(), upstream_to_client(),
+                                                  response_writer())]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             # a broker that closed its side still gets the responses already in flight

@@ -181,6 +181,34 @@ def test_delay_mode_delays_alter_partition_only(rig, tmp_path):
     assert [e["version"] for e in ap_ev] == [2, 2] and ap_ev[0]["broker_epochs"] == {}
 
 
+def test_delay_all_mode_delays_every_frame_both_ways_by_arrival(rig, tmp_path):
+    """mode delay-all is the userspace slow link where the kernel has no netem (nemeses.link):
+    heartbeats as well as AlterPartitions wait delay_ms each way, pipelined requests keep their
+    spacing (a 5-deep pipeline costs one round trip of delay, not five), and heal ends it."""
+    ctl, nem, addr, ctx = rig(False)
+    life, ap = BrokerClient(addr, 1), BrokerClient(addr, 1)
+    try:
+        e1 = life.register()
+        assert max(heartbeat_latencies(life, e1, 3)) < 0.3
+        rec = nem.start(["b1"], mode="delay-all", delay_ms=400)
+        lat = heartbeat_latencies(life, e1, 3)
+        assert min(lat) >= 0.8, lat                       # 400 ms out + 400 ms back
+        t0 = time.monotonic()
+        for _ in range(5):
+            ap.send_alter_partition(TOPIC, 0, {1: e1}, e1, version=2)
+        for _ in range(5):
+            ap.recv(56, 2, timeout=10)
+        took = time.monotonic() - t0
+        # by arrival: about 0.8 s; serialized per frame it was 0.4 + 5 x 0.4 = 2.4 s
+        assert 0.8 <= took < 1.8, took
+        nem.stop(rec)
+        time.sleep(0.2)
+        assert max(heartbeat_latencies(life, e1, 3)) < 0.3
+    finally:
+        life.close()
+        ap.close()
+
+
 def test_proxy_bad_listen_address_is_one_line(tmp_path):
     import subprocess, sys
     p = subprocess.run([sys.executable, "-m", "nemeses.proxy", "--listen", "127.0.0.1:notaport", "--upstream",
