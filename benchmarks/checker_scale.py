@@ -18,19 +18,19 @@ partition kernel's share of it (Spark tasks running every anomaly family, checke
 Each size is checked in a fresh process so its driver peak RSS is its own: the Python driver
 (ru_maxrss) and the Spark driver JVM (VmHWM from /proc).
 
-Measured at 0a3a285 on the 2-core box, idle (load 1.7-1.9), local[*]:
+Measured at 98a8063 + 32 MB splits on the 2-core box, idle (load 1.6-2.1), local[*]:
 
       size  check_s  records/s  ingest_s  analysis_s  analysis/s  kernel_s  jvm_mb  py_mb
-        1M      3.9    259,000       1.2         2.6     382,000       2.6     355    429
-       10M     19.2    522,000      12.4         6.8   1,473,000       6.7     342    650
-       50M     90.4    553,000      63.6        26.8   1,867,000      26.5     356    711
+        1M      3.7    269,000       1.1         2.6     379,000       2.6     374    428
+       10M     19.1    523,000      11.6         7.5   1,325,000       6.2     348    504
+       50M     84.9    589,000      58.0        26.9   1,857,000      26.6     346    487
 
-So: 10M -> 50M takes 4.7x the time for 5x the records (near-linear; 1M is dominated by
-fixed costs), the driver JVM stays at ~350 MB and the Python driver at ~0.7 GB (bounded by
-two 64 MB splits being converted at once, not by the history). A re-check (the Parquet
-already there) runs at 1.5M records/s at 10M; the first check, which converts JSON Lines,
-at 0.52M/s: the ingest is bounded by JSON parsing (pyarrow alone parses the 1.75 GB of
-10M records in about 7.6 s on two cores).
+So: 10M -> 50M takes 4.4x the time for 5x the records (near-linear; 1M is dominated by
+fixed costs); the driver JVM stays at ~350 MB and the Python driver at ~0.5 GB, bounded by
+two 32 MB splits being converted at once, not by the history (64 MB splits peaked at 0.71 GB
+at 50M, no faster). A re-check (the Parquet already there) runs at 1.3-1.6M records/s at
+10M; the first check, which converts JSON Lines, at 0.52M/s: the ingest is bounded by JSON
+parsing (pyarrow alone parses the 1.75 GB of 10M records in about 7.6 s on two cores).
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from urllib.parse import quote, unquote
 from workloads import history as H
 
 #: bytes per conversion split: bounds converter memory (about 3x this) independently of history size
-SPLIT_BYTES = 64 * 1024 * 1024
+SPLIT_BYTES = 32 * 1024 * 1024
 #: columns with few distinct values, dictionary-encoded in the Parquet files; the others
 #: (values, times, offsets) are nearly unique, and trying a dictionary for them took a 64 MB
 #: split's write from 0.07 s to 0.12 s for nothing
