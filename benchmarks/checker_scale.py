@@ -12,25 +12,29 @@ lost writes are injected (removed from every read) so attribution runs too.
     python benchmarks/checker_scale.py --sizes 1M,10M [--dir /tmp/checker-bench] [--keep]
 
 check_s is the whole first check of the run: ingest (JSON Lines -> history.parquet, once per
-run) plus the analysis; analysis_s excludes the ingest (what a re-check costs); kernel_s is the
-partition kernel's share of it (Spark tasks running every anomaly family, checkers/kernel.py).
+run) plus the analysis; kernel_s is the partition kernel's share (Spark tasks running every
+anomaly family, checkers/kernel.py); recheck_s is a second `check` of the same run in a new
+process, the Parquet already there (what `faultline check` costs again, and the checker job's
+own speed over a converted history).
 
-Each size is checked in a fresh process so its driver peak RSS is its own: the Python driver
-(ru_maxrss) and the Spark driver JVM (VmHWM from /proc).
+Each check runs in a fresh process so its driver peak RSS is its own: the Python driver
+(ru_maxrss) and the Spark driver JVM (VmHWM from /proc); the larger of the two checks is shown.
 
-Measured at 98a8063 + 32 MB splits on the 2-core box, idle (load 1.6-2.1), local[*]:
+Measured at this commit on the 2-core box, idle (load 1.3-2.1), local[*]:
 
-      size  check_s  records/s  ingest_s  analysis_s  analysis/s  kernel_s  jvm_mb  py_mb
-        1M      3.7    269,000       1.1         2.6     379,000       2.6     374    428
-       10M     19.1    523,000      11.6         7.5   1,325,000       6.2     348    504
-       50M     84.9    589,000      58.0        26.9   1,857,000      26.6     346    487
+      size  check_s  records/s  ingest_s  kernel_s  recheck_s  recheck/s  jvm_mb  py_mb
+        1M      3.6    280,000       2.0       0.9        2.7    365,000     358    317
+       10M     15.9    627,000      11.3       4.5        5.9  1,707,000     361    403
+       50M     74.4    672,000      50.6      23.5       25.2  1,983,000     355    359
 
-So: 10M -> 50M takes 4.4x the time for 5x the records (near-linear; 1M is dominated by
-fixed costs); the driver JVM stays at ~350 MB and the Python driver at ~0.5 GB, bounded by
-two 32 MB splits being converted at once, not by the history (64 MB splits peaked at 0.71 GB
-at 50M, no faster). A re-check (the Parquet already there) runs at 1.3-1.6M records/s at
-10M; the first check, which converts JSON Lines, at 0.52M/s: the ingest is bounded by JSON
-parsing (pyarrow alone parses the 1.75 GB of 10M records in about 7.6 s on two cores).
+So: 10M -> 50M takes 4.7x the time for 5x the records (near-linear; 1M is mostly fixed cost);
+the driver JVM stays at ~360 MB and the Python driver at ~0.4 GB, bounded by two 32 MB splits
+being converted at once, not by the history. The checker over a converted history runs at
+1.7-2.0M records/s from 10M up; the first check, which converts JSON Lines, at 0.63M/s at 10M:
+pyarrow's JSON parse alone is about 6.7 s of the 10M ingest's 11.3 s on two cores (why not a
+faster reader: checkers/ingest.py). Before this commit (1f24ecd): 10M check 19.1 s, re-check
+6.9 s; the difference is warm Spark Python workers (checkers.kernel.warm_workers) and no
+split-sized copies in the ingest.
 """
 from __future__ import annotations
 
@@ -139,6 +143,19 @@ def check_one(run_dir: Path, master: str | None) -> dict:
         spark.stop()
 
 
+def run_check(rd: Path, master: str | None) -> dict | None:
+    """One check of ``rd`` in a fresh process (its own Spark session and peak RSS); None on failure."""
+    cmd = [sys.executable, __file__, "--check", str(rd)]
+    if master:
+        cmd += ["--spark-master", master]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    if line is None:
+        print(f"check of {rd} failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return json.loads(line[7:])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1M,10M,50M", help="comma-separated record counts, e.g. 1M,10M,50M")
@@ -151,24 +168,24 @@ def main() -> int:
         print("RESULT " + json.dumps(check_one(Path(args.check), args.spark_master)), flush=True)
         return 0
     print(f"{'size':>6} {'records':>11} {'gen_s':>7} {'check_s':>8} {'records/s':>10} {'ingest_s':>8} "
-          f"{'analysis_s':>10} {'analysis/s':>10} {'kernel_s':>8} {'jvm_rss_mb':>10} {'py_rss_mb':>9} {'lost':>5}  load", flush=True)
+          f"{'kernel_s':>8} {'recheck_s':>10} {'recheck/s':>10} {'jvm_rss_mb':>10} {'py_rss_mb':>9} {'lost':>5}  load",
+          flush=True)
     for size in args.sizes.split(","):
         n = parse_size(size)
         rd = Path(args.dir) / f"bench-{size.strip()}"
         written, gen_s = generate(rd, n)
-        cmd = [sys.executable, __file__, "--check", str(rd)]
-        if args.spark_master:
-            cmd += ["--spark-master", args.spark_master]
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-        line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
-        if line is None:
-            print(f"{size:>6} check failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}", flush=True)
+        first = run_check(rd, args.spark_master)
+        again = run_check(rd, args.spark_master) if first else None   # the Parquet is there now
+        if first is None or again is None:
+            print(f"{size:>6} check failed", flush=True)
             continue
-        r = json.loads(line[7:])
-        an_s = max(1e-9, r["seconds"] - r["ingest_s"])
+        r = first
+        if (again["lost_write"], again["acked"]) != (r["lost_write"], r["acked"]):
+            print(f"{size:>6} the re-check disagrees with the first check: {again} vs {r}", flush=True)
         print(f"{size:>6} {r['records']:>11} {gen_s:>7.1f} {r['seconds']:>8.1f} {r['records'] / r['seconds']:>10.0f} "
-              f"{r['ingest_s']:>8.1f} {an_s:>10.1f} {r['records'] / an_s:>10.0f} {r['kernel_s']:>8.1f} "
-              f"{r['jvm_peak_rss_mb']:>10.0f} {r['py_peak_rss_mb']:>9.0f} {r['lost_write']:>5}  "
+              f"{r['ingest_s']:>8.1f} {r['kernel_s']:>8.1f} {again['seconds']:>10.1f} "
+              f"{r['records'] / again['seconds']:>10.0f} {max(r['jvm_peak_rss_mb'], again['jvm_peak_rss_mb']):>10.0f} "
+              f"{max(r['py_peak_rss_mb'], again['py_peak_rss_mb']):>9.0f} {r['lost_write']:>5}  "
               f"{os.getloadavg()[0]:.1f}", flush=True)
         if not args.keep:
             shutil.rmtree(rd, ignore_errors=True)

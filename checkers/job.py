@@ -271,7 +271,9 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     started = time.time()
     session = spark or make_session(spark_master)
     try:
+        warm = kernel.warm_workers(session)   # overlaps the ingest and the small logs
         inputs = load_run(session, rd)
+        warm.join()
         an = analyze(session, inputs)
         verdict = build_verdict(an, inputs.run, expect=expect)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
