@@ -52,25 +52,59 @@ def event_desc(e: dict[str, Any]) -> str:
                     + [f"{k}={_text(e[k])}" for k in _DESC_FIELDS if e.get(k) is not None])
 
 
-def fault_windows(timeline: list[dict[str, Any]]) -> list[tuple[float, float | None, str]]:
-    """One (start_t, stop_t, desc) per nemesis fault id that started; stop_t None while never healed."""
-    by_id: dict[Any, list[dict[str, Any]]] = {}
+def _time(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True)
+class FaultInterval:
+    """One nemesis fault of the timeline: its start and stop records paired by fault id."""
+    id: str
+    fault: str | None
+    targets: tuple[str, ...]
+    start: float | None      # None: only its stop was recorded
+    stop: float | None       # None: never healed in this timeline (the harness was killed)
+    detail: Any              # the start record's detail (the fault's parameters)
+
+
+def fault_intervals(timeline: list[dict[str, Any]]) -> list[FaultInterval]:
+    """Every nemesis fault id of the timeline, in order of its first record.
+
+    The one pairing of start and stop records, shared by attribution and the report's fault
+    bands (harness/report), so a fault is the same interval in the verdict and on the page.
+    A nemesis writes one start and one stop per fault id (nemeses/base.py); should a stop be
+    written twice (a later ``faultline heal``), the interval runs from the first start to the
+    last stop. Rows may be raw JSON: a time that is not a number is no time.
+    """
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for r in timeline:
-        if r.get("kind") == "nemesis":
-            by_id.setdefault(r.get("id"), []).append(r)
+        if r.get("kind") == "nemesis" and _time(r.get("t")) is not None:
+            by_id.setdefault(str(r.get("id")), []).append(r)
     out = []
     for fid, rows in by_id.items():
-        starts = [r["t"] for r in rows if r.get("phase") == "start" and r.get("t") is not None]
-        if not starts:
+        starts = [float(r["t"]) for r in rows if r.get("phase") == "start"]
+        stops = [float(r["t"]) for r in rows if r.get("phase") == "stop"]
+        if not starts and not stops:
             continue
-        stops = [r["t"] for r in rows if r.get("phase") == "stop" and r.get("t") is not None]
         fault = next((r["fault"] for r in rows if r.get("fault") is not None), None)
-        targets = next((r["targets"] for r in rows if r.get("targets") is not None), None) or []
+        targets = next((r["targets"] for r in rows if isinstance(r.get("targets"), list)), None) or []
         detail = next((r["detail"] for r in rows if r.get("phase") == "start" and r.get("detail") is not None), None)
-        start_t, stop_t = min(starts), (max(stops) if stops else None)
-        parts = [None if fault is None else f"{fault}[{','.join(x for x in targets if x is not None)}]",
-                 f"{fid} {start_t:.3f}-{'active' if stop_t is None else f'{stop_t:.3f}'}", detail]
-        out.append((start_t, stop_t, " ".join(x for x in parts if x is not None)))
+        out.append(FaultInterval(fid, None if fault is None else str(fault),
+                                 tuple(str(x) for x in targets if x is not None),
+                                 min(starts) if starts else None, max(stops) if stops else None, detail))
+    return out
+
+
+def fault_windows(timeline: list[dict[str, Any]]) -> list[tuple[float, float | None, str]]:
+    """One (start_t, stop_t, desc) per nemesis fault that started; stop_t None while never healed."""
+    out = []
+    for f in fault_intervals(timeline):
+        if f.start is None:
+            continue
+        parts = [None if f.fault is None else f"{f.fault}[{','.join(f.targets)}]",
+                 f"{f.id} {f.start:.3f}-{'active' if f.stop is None else f'{f.stop:.3f}'}",
+                 None if f.detail is None else _text(f.detail)]
+        out.append((f.start, f.stop, " ".join(x for x in parts if x is not None)))
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from checkers.attribution import fault_intervals
 from harness.report.errors import ReportInputError
 from workloads.history import ReadStats, read_jsonl
 
@@ -180,34 +181,27 @@ def _jsonl_frame(path: Path, notes: list[str], engine: str = "ujson") -> pd.Data
 # ---------------------------------------------------------------- per input
 
 def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Pair nemesis start/stop records by fault id into intervals; a fault never stopped
+    """Fault intervals (paired by fault id as attribution pairs them: one definition of a
+    fault's interval for the verdict and the page), phases and notes. A fault never stopped
     (harness killed) is shown as active until the end of the run."""
-    starts: dict[str, dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    out = []
+    for f in fault_intervals(rows):
+        start = f.start if f.start is not None else f.stop   # a stop alone: a zero-length band
+        if start is None:
+            continue
+        out.append({"id": f.id, "fault": f.fault or "?", "targets": ", ".join(f.targets), "start": start,
+                    "stop": f.stop if f.stop is not None else max(end_t, start), "healed": f.stop is not None})
     phases: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     for r in rows:
         t = r.get("t")
         if not isinstance(t, (int, float)) or isinstance(t, bool):
             continue
-        if r.get("kind") == "nemesis":
-            fid = str(r.get("id"))
-            if r.get("phase") == "start":
-                starts[fid] = r
-            elif r.get("phase") == "stop":
-                s = starts.pop(fid, None)
-                out.append({"id": fid, "fault": str(r.get("fault") or (s or {}).get("fault") or "?"),
-                            "targets": ", ".join(map(str, (s or r).get("targets") or [])),
-                            "start": float(s["t"]) if s else float(t), "stop": float(t), "healed": True})
-        elif r.get("kind") == "phase":
+        if r.get("kind") == "phase":
             phases.append({"t": float(t), "phase": str(r.get("phase"))})
         elif r.get("kind") == "note":
             text = r.get("text") or r.get("detail") or ""
             notes.append({"t": round(float(t), 3), "note": text if isinstance(text, str) else json.dumps(text)})
-    for fid, s in starts.items():
-        out.append({"id": fid, "fault": str(s.get("fault") or "?"),
-                    "targets": ", ".join(map(str, s.get("targets") or [])),
-                    "start": float(s["t"]), "stop": max(end_t, float(s["t"])), "healed": False})
     faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed"])
     return faults.sort_values("start", kind="stable").reset_index(drop=True), \
         pd.DataFrame(phases, columns=["t", "phase"]), pd.DataFrame(notes, columns=["t", "note"])

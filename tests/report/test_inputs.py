@@ -51,6 +51,28 @@ def test_fault_never_healed_is_shown_until_run_end(tmp_path: Path) -> None:
     assert "NO (run ended)" in html
 
 
+def test_fault_bands_are_the_intervals_attribution_uses() -> None:
+    """The page and the verdict pair a fault's start and stop the same way: a healed fault, a
+    fault whose stop was written twice (a later heal), one never healed and one with only a
+    stop give the same intervals in the report's bands and in attribution's windows."""
+    from checkers.attribution import fault_windows
+    from harness.report.inputs import _faults
+
+    def rec(t, phase, fid, fault="kill", targets=("broker-1",)):
+        return {"v": 1, "t": t, "kind": "nemesis", "phase": phase, "id": fid, "fault": fault,
+                "targets": list(targets), "detail": {}}
+    rows = [rec(1.0, "start", "f-1"), rec(2.0, "stop", "f-1"),
+            rec(3.0, "start", "f-2", "pause", ["broker-2", "broker-3"]), rec(4.0, "stop", "f-2"),
+            rec(9.0, "stop", "f-2"), {"v": 1, "t": 5.0, "kind": "phase", "phase": "drain"},
+            rec(6.0, "start", "f-3", "partition"), rec("late", "stop", "f-3"), rec(7.0, "stop", "f-4")]
+    bands, phases, _ = _faults(rows, end_t=20.0)
+    got = [(r.id, r.start, r.stop, r.healed, r.targets) for r in bands.itertuples()]
+    assert got == [("f-1", 1.0, 2.0, True, "broker-1"), ("f-2", 3.0, 9.0, True, "broker-2, broker-3"),
+                   ("f-3", 6.0, 20.0, False, "broker-1"), ("f-4", 7.0, 7.0, True, "broker-1")]
+    assert [(a, b) for a, b, _ in fault_windows(rows)] == [(1.0, 2.0), (3.0, 9.0), (6.0, None)]
+    assert phases.to_dict("records") == [{"t": 5.0, "phase": "drain"}]
+
+
 @pytest.mark.parametrize("file, mutate, message", [
     ("verdict.json", lambda v: v["counts"].update(lost_write="three"),
      "verdict.json: counts.lost_write: a non-negative integer, got 'three'"),
