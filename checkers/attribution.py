@@ -3,14 +3,16 @@
 For every lost write (ack at ``ack_t``, first missed by a read at ``miss_t``), join:
 
 * ``faults``: timeline nemesis faults active in, or ended at most ``recent_s`` before, the window;
-* ``elections``: ``leader_elected`` events of the partition (leader, epochs, ISR, ELR, reason);
+* ``elections``: ``leader_elected`` events of the partition (leader, epochs, ISR, ELR, reason)
+  and the winners' ``became_leader`` (what the new leader's log held: start, end, size - seed 004);
 * ``isr_changes``: ``isr_changed`` events of the partition;
 * ``alter_partition``: AlterPartition accepts/rejects of the partition (KIP-903, seed 000: a
   stale broker epoch admitted to the ISR is the classic cause);
 * ``broker_events``: broker registrations (new broker epoch, unclean shutdown), fencing;
 * ``removed_by`` (forensics): ``truncation`` events that cut the partition below the write's
-  offset, and ``recovery`` events whose log end offset ended at or below it - which broker's
-  log lost the record, as Kafka's system tests search the data logs.
+  offset, ``recovery`` events whose log end offset ended at or below it, and leaders that took
+  over after the ack with a log ending at or below it - which broker's log lost the record, as
+  Kafka's system tests search the data logs.
 
 The window is ``[ack_t - slack_s, miss_t + slack_s]`` (cluster wall clocks vs the run clock).
 The event logs and the timeline are small (a row per fault step or cluster event): the driver
@@ -33,7 +35,8 @@ BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "self_
 #: the fields an event's description names, in order, after its time, name and origin
 _DESC_FIELDS = ("broker", "broker_epoch", "previous_broker_epoch", "clean_shutdown", "leader", "leader_epoch",
                 "partition_epoch", "isr", "elr", "new_isr", "broker_epochs", "version", "accepted", "error",
-                "from_offset", "to_offset", "recovery_point", "log_end_offset", "reason", "leader_recovery_state")
+                "from_offset", "to_offset", "recovery_point", "log_start_offset", "log_end_offset", "hwm",
+                "local_log_size_bytes", "reason", "leader_recovery_state")
 
 
 def _text(v: Any) -> str:
@@ -134,14 +137,22 @@ class RunEvents:
         return out
 
 
-_PARTITION_CATEGORY = {"leader_elected": "elections", "isr_changed": "isr_changes", "alter_partition": "alter_partition"}
+#: a partition event's category; ``became_leader`` is the winner's own side of an election
+_PARTITION_CATEGORY = {"leader_elected": "elections", "became_leader": "elections", "isr_changed": "isr_changes",
+                       "alter_partition": "alter_partition"}
+_REMOVALS = ("truncation", "recovery", "became_leader")
 
 
-def _removes(e: tuple, offset: int) -> bool:
-    """A truncation that cut the log below the offset, or a recovery that ended at or below it."""
-    _, event, _, frm, to, leo = e
+def _removes(e: tuple, offset: int, ack_t: float) -> bool:
+    """A truncation that cut the log below the offset, a recovery that ended at or below it,
+    or a leader that took over after the ack without it (its log end at or below the offset:
+    the followers truncate to it, seed 003 §2.10). The last needs the takeover after the ack
+    itself, not within the clock slack: a leader elected just before the write lacked it too."""
+    t, event, _, frm, to, leo = e
     if event == "truncation":
         return to is not None and frm is not None and to <= offset < frm
+    if event == "became_leader":
+        return leo is not None and leo <= offset and t >= ack_t
     return event == "recovery" and leo is not None and leo <= offset
 
 
@@ -152,7 +163,7 @@ def attribute(cols: dict[str, Any], n: int, ev: RunEvents, topic: str | None, pa
     tp_events = ev.by_tp.get((topic, partition), []) if topic is not None and partition is not None else []
     tp_t = [e[0] for e in tp_events]
     br_t = [e[0] for e in ev.broker]
-    removals = [e for e in tp_events if e[1] in ("truncation", "recovery")]
+    removals = [e for e in tp_events if e[1] in _REMOVALS]
     for i in range(n):
         ack, miss, off = cols["ack_t"][i], cols["miss_t"][i], int(cols["offset"].values[i])
         miss = None if miss is None or (isinstance(miss, float) and math.isnan(miss)) else miss
@@ -165,7 +176,7 @@ def attribute(cols: dict[str, Any], n: int, ev: RunEvents, topic: str | None, pa
             if cat:
                 got[cat].append((e[0], e[2]))
         got["broker_events"] = list(ev.broker[bisect.bisect_left(br_t, w0):bisect.bisect_right(br_t, w1)])
-        got["removed_by"] = [(e[0], e[2]) for e in removals if e[0] >= w0 and _removes(e, off)]
+        got["removed_by"] = [(e[0], e[2]) for e in removals if e[0] >= w0 and _removes(e, off, ack)]
         parts = []
         for c in CATEGORIES:
             descs = [d for _, d in sorted(got[c])]

@@ -41,6 +41,7 @@ EVENT_FIELDS = {
     "leader_recovery_state": "str", "candidates": "str", "new_isr": "ints", "broker_epochs": "str",
     "version": "int", "accepted": "bool", "error": "str", "error_code": "int", "from_offset": "int",
     "to_offset": "int", "recovery_point": "int", "log_end_offset": "int", "truncated_bytes": "int",
+    "log_start_offset": "int", "hwm": "int", "local_log_size_bytes": "int", "local_log_start_timestamp": "int",
 }
 
 #: one row of a small log: every field of its FIELDS map, coerced or None

@@ -106,9 +106,30 @@ class Replica:
                           for r in self.replicas if r != self.b.node_id}
         self.hwm = min(self.hwm, leo)
         self._rebuild_producers()
+        self._emit_became_leader()
         if self.leader_recovery_state != RECOVERED:
             # KIP-704: nothing to abort (no transactions); recovery done, tell the controller.
             self.b.alter_partition(self, [self.b.node_id], recovered=True)
+
+    def _emit_became_leader(self) -> None:
+        """What the new leader holds, as it takes over (seed 004, "Tracking Local Log State").
+
+        The controller's ``leader_elected`` says who won; only the winner's own log says what it
+        had: its log end offset (the LESO - every acknowledged offset at or past it is gone once
+        the followers truncate to it), the local log's size and start timestamp (seed 004's
+        LocalLogSizeBytes / LocalLogStartTimestamp; the start timestamp is the first batch's max
+        timestamp, the time index's first entry, -1 for an empty log). A wiped broker elected by
+        the KIP-903 race shows log_end_offset 0 here.
+        """
+        start = self.log.log_start_offset
+        first_ts = -1
+        if self.log.log_end_offset > start:
+            head = next(iter(rec.iter_batches(self.log.read(start, 64 * 1024), 0, check_crc=False)), None)
+            first_ts = head.max_timestamp if head is not None else -1
+        self.b.ev.emit("became_leader", topic=self.topic, partition=self.partition, broker=self.b.node_id,
+                       leader_epoch=self.leader_epoch, log_start_offset=start, log_end_offset=self.log.log_end_offset,
+                       hwm=self.hwm, local_log_size_bytes=self.log.size_bytes,
+                       local_log_start_timestamp=first_ts, leader_recovery_state=self.leader_recovery_state)
 
     def _become_follower(self, ps: PartitionState) -> None:
         self.fail_waiters(ErrorCode.not_leader_or_follower)

@@ -203,6 +203,18 @@ def _broker_log_history(events: pd.DataFrame) -> dict[tuple[str, int], list[tupl
     return out
 
 
+def _took_over_logs(events: pd.DataFrame) -> dict[tuple[str, int, int], str]:
+    """(partition, broker, leader epoch) -> the log a winner held as it took over: kraftsim's
+    broker-side ``became_leader`` (log start, LEO, local log size and start time, seed 004)."""
+    out: dict[tuple[str, int, int], str] = {}
+    df = _of(events, "became_leader")
+    for r in records(df) if not df.empty else []:
+        broker, epoch = r.get("broker", r.get("node")), r.get("leader_epoch")
+        if _is_leader(broker) and _is_leader(epoch):
+            out[(r["key"], int(broker), int(epoch))] = _fmt_info(_log_info(r))
+    return out
+
+
 def _last_known_log(hist: dict[tuple[str, int], list[tuple[float, str]]], key: str, broker: int,
                     t: float) -> str:
     known = [x for x in hist.get((key, broker), []) if x[0] <= t]
@@ -222,10 +234,15 @@ def elections(events: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=cols)
     last_log = _broker_log_history(events)
+    took = _took_over_logs(events)
     rows = []
     for r in records(df):
         leader = r.get("leader")
+        # the winner's log: as the election event carries it, else as the winner reported it on
+        # taking over (same leader epoch), else its last recovery or truncation before the election
         winner = _winner_info(r)
+        if not winner and _is_leader(leader) and _is_leader(r.get("leader_epoch")):
+            winner = took.get((r["key"], int(leader), int(r["leader_epoch"])), "")
         if not winner and _is_leader(leader):
             winner = _last_known_log(last_log, r["key"], int(leader), float(r["t"]))
         rows.append({

@@ -82,6 +82,11 @@ def test_kip903_race(kraftsim_cluster, kip903):
             assert ap["accepted"] is True and ap["version"] == 2
             el = c.wait_event(lambda e: e["event"] == "leader_elected" and e["topic"] == "k" and e["leader"] == 2, after=t3)
             assert el["isr"] == [2]
+            # the winner's own side of the election (seed 004): it took over with an empty log
+            took = c.wait_event(lambda e: e["event"] == "became_leader" and e["topic"] == "k"
+                                and e["leader_epoch"] == el["leader_epoch"], name="broker-2", after=t3)
+            assert (took["broker"], took["log_end_offset"], took["local_log_size_bytes"],
+                    took["local_log_start_timestamp"]) == (2, 0, 0, -1), took
             drop.remove()
             seen = read_all(f"{c.addr(2)[0]}:{c.addr(2)[1]}", "k", [0], timeout=5)
             lost = [v for v in prod.acked if v not in seen]
@@ -96,7 +101,13 @@ def test_kip903_race(kraftsim_cluster, kip903):
                         and e["leader"] == 2 and e["wall"] >= t3], "empty B must never lead"
             drop.remove()
             c.start_broker(1)
-            c.wait_event(lambda e: e["event"] == "leader_elected" and e["topic"] == "k" and e["leader"] == 1, after=t4)
+            back = c.wait_event(lambda e: e["event"] == "leader_elected" and e["topic"] == "k" and e["leader"] == 1,
+                                after=t4)
+            took = c.wait_event(lambda e: e["event"] == "became_leader" and e["topic"] == "k"
+                                and e["leader_epoch"] == back["leader_epoch"], name="broker-1", after=t4)
+            # A kept every acknowledged write: its log reaches past them all, and has a start time
+            assert took["log_end_offset"] >= N and took["local_log_size_bytes"] > 0, took
+            assert took["local_log_start_timestamp"] > 0, took
             end = time.time() + 20
             while time.time() < end:
                 try:

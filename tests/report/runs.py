@@ -188,6 +188,14 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
         ev(21.0, 2, "broker", "recovery", topic=TOPIC, partition=2, recovery_point=0, log_end_offset=0,
            truncated_bytes=0, reason="disk_wiped"),
     ])
+    _jsonl(d / "cluster-logs" / "broker-1" / "events.jsonl", [   # the unclean winner's own side (seed 004)
+        ev(34.95, 1, "broker", "became_leader", topic=TOPIC, partition=0, broker=1, leader_epoch=3,
+           log_start_offset=0, log_end_offset=1190, hwm=1100, local_log_size_bytes=153_600,
+           local_log_start_timestamp=1_763_000_000_000, leader_recovery_state=1),
+        ev(34.95, 1, "broker", "became_leader", topic=TOPIC, partition=0, broker=1, leader_epoch=9,
+           log_start_offset=0, log_end_offset=5, hwm=5, local_log_size_bytes=1, local_log_start_timestamp=-1,
+           leader_recovery_state=0),   # another epoch: not this election's
+    ])
     _jsonl(d / "proxy-events.jsonl", [
         ev(18.5, -1, "proxy", "alter_partition_held", topic=TOPIC, partition=1, delay_s=3.2),
     ])

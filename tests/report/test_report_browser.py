@@ -71,6 +71,9 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     # broker's recovery event: the wiped, empty broker 2 won (seed 000's race)
     assert rows[("32.3", f"{TOPIC}-1")][9] == "log start 0, LEO 0, local log bytes 0 B"
     assert rows[("32.3", f"{TOPIC}-2")][9] == "LEO 0 after recovery (disk_wiped) at t=21.000"
+    # the unclean winner of partition 0 reported its log on taking over (epoch 3, not epoch 9)
+    assert rows[("34.9", f"{TOPIC}-0")][9] == ("log start 0, LEO 1190, local log start ts 1763000000000, "
+                                               "local log bytes 150.0 KiB")
     assert page.inner_text("#rerun-command") == (
         "faultline run campaigns/kip903-wipe-race.yaml --seed 7 --set target.kip903.enabled=false")
     # other anomalies: counted, with their evidence linked
