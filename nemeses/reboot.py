@@ -16,10 +16,12 @@ Modes (``params.mode``):
   ``lazyfs::clear-cache`` to LazyFS's FIFO (``params.fifo``), as Jepsen does; restart.
 - ``sysrq``: where ``/proc/sysrq-trigger`` is writable, ``echo b`` to it (immediate reboot,
   no sync), wait for the host with ``transport.reconnect``, start the broker. Where it is
-  not (these machines' kernels), the host crash is emulated: every process of the host's
-  network namespace (local namespaces) or the broker's processes (other transports) are
-  SIGKILLed and ``truncate-unflushed`` is applied before the restart. Which one ran is
-  recorded on the timeline.
+  not (these machines' kernels, and every host that shares the harness's kernel), the host
+  crash is emulated: every process of the host's network namespace (local namespaces), of
+  the container (Docker: the engine kills its init, then starts it again with its volumes),
+  or the broker's processes (SSH hosts without SysRq) are SIGKILLed, and
+  ``truncate-unflushed`` is applied before the restart. Which one ran is recorded on the
+  timeline.
 
 ``restart: false`` leaves the broker down until ``stop`` (heal) starts it.
 """
@@ -110,7 +112,7 @@ class Reboot(Nemesis):
                                    sudo=True, timeout=5)
                 node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
                 return {"mode": "sysrq", "emulated": False}
-            killed = self._kill_host(node)
+            killed = self._kill_host(node, float(params.get("reconnect_timeout", 300)))
             report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
                                         params.get("clean_markers"))
             why = ("the host shares the harness machine's kernel (same boot id)" if shares_our_kernel
@@ -129,8 +131,12 @@ class Reboot(Nemesis):
                                     params.get("clean_markers"))
         return {"mode": mode, "killed": killed, **summarise(report)}
 
-    def _kill_host(self, node: Node) -> list[int]:
-        """Emulated host crash: every process of the node's namespace, or its broker."""
+    def _kill_host(self, node: Node, timeout: float) -> list[int]:
+        """Emulated host crash: every process of the node's namespace, or of its container
+        (killed by the engine and started again), or else its broker."""
+        cycled = node.transport.power_cycle(timeout)
+        if cycled is not None:
+            return cycled
         netns = getattr(node.transport, "netns", None)
         if netns:
             pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()

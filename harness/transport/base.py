@@ -98,6 +98,13 @@ class Transport(abc.ABC):
     def close(self) -> None:
         """Release connections; the host itself is untouched."""
 
+    def power_cycle(self, timeout: float = 120.0) -> list[int] | None:
+        """Crash the whole host at once and boot it again, if this transport can without
+        touching anything else; return the pids that died, or None when it cannot (the
+        caller then kills what it can reach). Only a container can: an SSH host has no
+        reset button but SysRq, and a namespace shares the harness's kernel."""
+        return None
+
     def pid_alive(self, pid: int) -> bool:
         return self.run(["kill", "-0", str(pid)]).ok
 

@@ -288,6 +288,24 @@ class DockerTransport(Transport):
     def start(self) -> None:
         self._api("start", self.container.start)
 
+    def power_cycle(self, timeout: float = 120.0) -> list[int] | None:
+        """A host crash for a container: the engine SIGKILLs its init, so the kernel kills every
+        process of its PID namespace at once (a power cut: nothing runs its exit path), then the
+        container is started again with its filesystem and volumes as they were - a reboot.
+        The page cache is the Docker host's and survives; the reboot nemesis cuts what was
+        unflushed. Returns the Docker host's pids of the processes that died."""
+        if self.status() == "paused":
+            self.unpause()
+        top = self._api("list processes of", self.container.top) or {}
+        titles = top.get("Titles") or []
+        col = titles.index("PID") if "PID" in titles else 1
+        pids = [int(p[col]) for p in top.get("Processes") or [] if len(p) > col and str(p[col]).isdigit()]
+        self.kill("SIGKILL")
+        self._api("wait for", self.container.wait, timeout=max(1, int(timeout)), condition="not-running")
+        self.start()
+        self.reconnect(timeout)
+        return pids
+
     def restart(self, timeout: int = 10) -> None:
         """Stop (SIGTERM, then SIGKILL after ``timeout`` s) and start again: a host reboot."""
         if self.status() == "paused":

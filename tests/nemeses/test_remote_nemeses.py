@@ -307,3 +307,43 @@ def test_page_cache_loss_and_controller_cut_in_docker(docker_lab, tmp_path):
     assert tagged_rules(b1.transport) == []
     wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
                       and e["wall"] >= t2], 30, "broker-1 unfenced after heal")
+
+
+def test_sysrq_in_a_container_power_cycles_the_whole_container(docker_lab, tmp_path):
+    """A container shares the harness's kernel, so ``mode: sysrq`` is emulated - and a host
+    crash kills every process of the host at once, not only the broker: the engine kills the
+    container (a bystander process dies too), starts it again with its volume, the unflushed
+    tail is cut, and the broker comes back after an unclean shutdown with a new broker epoch."""
+    import docker
+    inv, nodes = docker_lab
+    client = docker.from_env()
+    name = inv.hosts["broker-2"].container
+    cev = Path(client.volumes.get(f"{name.replace('broker-2', 'controller')}-data").attrs["Mountpoint"]) / "events.jsonl"
+    wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 2],
+             60, "broker-2 unfenced")
+    t = nodes["broker-2"].transport
+    bystander = t.spawn(["sleep", "1000"], log_path="/tmp/bystander.log")
+    assert t.pid_alive(bystander)
+    started_before = client.containers.get(name).attrs["State"]["StartedAt"]
+    broker_pids = nodes["broker-2"].service_pids()
+    assert broker_pids
+    nem = Reboot()
+    nem.setup(make_ctx(tmp_path, list(nodes.values())))
+    t0 = time.time()
+    rec = nem.start(["broker-2"], mode="sysrq")
+    try:
+        d = rec.undo["detail"]["broker-2"]
+        assert d["mode"] == "sysrq" and d["emulated"] is True and "shares" in d["why"]
+        assert len(d["killed"]) >= len(broker_pids) + 2          # init, the broker, the bystander
+        assert client.containers.get(name).attrs["State"]["StartedAt"] != started_before
+        ps = t.run(["pgrep", "-a", "-x", "sleep"]).stdout
+        assert "sleep infinity" in ps and "sleep 1000" not in ps, ps   # a new init; the bystander died
+        assert "partitions" in d                                  # the unflushed cut ran after the boot
+        reg = wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_registered"
+                                and e.get("broker") == 2 and e["wall"] >= t0], 60, "broker-2 registers again")
+        assert reg[0]["clean_shutdown"] is False
+        wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 2
+                          and e["wall"] >= t0], 60, "broker-2 unfenced after the reboot")
+    finally:
+        nem.stop(rec)
+    assert nodes["broker-2"].service_pids()
