@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.clock import RunClock  # noqa: E402
+from groundwork.clock import RunClock  # noqa: E402
 from workloads.admin import create_topic  # noqa: E402
 from workloads.history import read_jsonl  # noqa: E402
 from workloads.producer import ProducerWorkload  # noqa: E402

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.config import Checker, ConfigError, join, load_yaml, parse_override, resolve_path
+from groundwork.config import Checker, ConfigError, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
 

@@ -29,7 +29,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from harness.config import ConfigError
+from groundwork.config import ConfigError
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
 
@@ -229,7 +229,7 @@ def heal(inventory: Optional[Path] = typer.Option(None, "--inventory", help="reb
     """Undo every fault and stop every process the heal ledger still holds open."""
     from harness.heal import heal_all
     from harness.inventory import load_inventory
-    from harness.ledger import Ledger
+    from groundwork.ledger import Ledger
 
     if inventory is not None:
         load_inventory(inventory)  # validate first: exit 2 on a bad file

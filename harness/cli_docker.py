@@ -50,7 +50,7 @@ def build_image(
 
 
 def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
-    from harness.config import ConfigError
+    from groundwork.config import ConfigError
     from harness.inventory import load_inventory
     try:
         return load_inventory(inventory)
@@ -65,7 +65,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
     """Create the inventory's network, data volumes and host containers, each with its
     kraftsim server.properties, and start kraftsim in them with kafka_service.command."""
     from harness import docker_cluster
-    from harness.transport.base import TransportError
+    from groundwork.transport.base import TransportError
     inv = _load(inventory)
     try:
         made = docker_cluster.up(inv, start=start)
@@ -81,7 +81,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
 def down(inventory: str = typer.Argument(..., help="the docker inventory given to `up`")) -> None:
     """Remove the inventory's containers, their data volumes and the network."""
     from harness import docker_cluster
-    from harness.transport.base import TransportError
+    from groundwork.transport.base import TransportError
     inv = _load(inventory)
     try:
         n = docker_cluster.down(inv)

@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from harness.config import ConfigError
+from groundwork.config import ConfigError
 from harness.inventory import HostSpec, Inventory, load_inventory
-from harness.ledger import Ledger, new_id
-from harness.transport.base import Transport, TransportError
-from harness.transport.local import LocalTransport, kill_process_group
+from groundwork.ledger import Ledger, new_id
+from groundwork.transport.base import Transport, TransportError
+from groundwork.transport.local import LocalTransport, kill_process_group
 
 
 class InfraError(RuntimeError):
@@ -45,14 +45,14 @@ def make_transport(inv: Inventory, spec: HostSpec) -> Transport:
         return LocalTransport(spec.name, netns=spec.netns)
     if inv.transport == "ssh":
         try:
-            from harness.transport.ssh import SshTransport
+            from groundwork.transport.ssh import SshTransport
         except Exception as e:  # noqa: BLE001
             raise InfraError(f"ssh transport unavailable: {e}") from None
         return SshTransport(spec.name, spec.address, spec.port or 22, spec.user, spec.key_file,
                             known_hosts=inv.known_hosts, accept_new_host_keys=inv.accept_new_host_keys,
                             sudo=spec.sudo, sudo_password_env=inv.sudo_password_env)
     try:
-        from harness.transport.docker import DockerTransport
+        from groundwork.transport.docker import DockerTransport
     except Exception as e:  # noqa: BLE001
         raise InfraError(f"docker transport unavailable: {e}") from None
     return DockerTransport(spec.name, spec.container)

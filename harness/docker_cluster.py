@@ -37,8 +37,8 @@ import docker.types
 
 from harness.docker_image import IMAGE_TAG
 from harness.inventory import HostSpec, Inventory
-from harness.transport.base import CommandFailed, TransportError
-from harness.transport.docker import DockerTransport, engine
+from groundwork.transport.base import CommandFailed, TransportError
+from groundwork.transport.docker import DockerTransport, engine
 
 CLUSTER_LABEL = "org.faultline.cluster"
 DEFAULT_NETWORK = "faultline"

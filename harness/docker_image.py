@@ -43,7 +43,7 @@ SUITE = "bookworm"
 BASE_PACKAGES = ["python3", "python3-pip", "python-is-python3", "iproute2", "iptables", "procps"]
 #: the project packages copied into the image (kraftsim runs there; the rest is small and
 #: lets an operator run faultline's own scripts inside a container)
-PROJECT_DIRS = ["kraftsim", "harness", "nemeses", "workloads", "checkers"]
+PROJECT_DIRS = ["kraftsim", "groundwork", "harness", "nemeses", "workloads", "checkers"]
 #: the wheels kraftsim needs, resolved with their dependencies by pip
 REQUIREMENTS = ["kio==0.6.5"]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

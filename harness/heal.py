@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster import Cluster, kill_embedded
-from harness.config import ConfigError
+from groundwork.config import ConfigError
 from harness.inventory import load_inventory
-from harness.ledger import Ledger
-from harness.timeline import NullTimeline, Timeline
-from harness.transport.local import kill_process_group
+from groundwork.ledger import Ledger
+from groundwork.timeline import NullTimeline, Timeline
+from groundwork.transport.local import kill_process_group
 from nemeses.base import FaultRecord, NemesisContext, REGISTRY
 from nemeses.schedule import load_nemeses
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import Checker, join, load_yaml
+from groundwork.config import Checker, join, load_yaml
 
 TRANSPORTS = ("local", "ssh", "docker")
 GROUPS = ("controllers", "brokers")

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaign import Campaign
-from harness.clock import RunClock
-from harness.config import ConfigError
+from groundwork.clock import RunClock
+from groundwork.config import ConfigError
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process
 from harness.inventory import load_inventory
-from harness.ledger import Ledger, new_id
-from harness.timeline import Timeline
+from groundwork.ledger import Ledger, new_id
+from groundwork.timeline import Timeline
 from nemeses.base import NemesisContext
 from nemeses.schedule import ScheduleError, ScheduleRunner
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ledger import Ledger, new_id
-from harness.transport.base import Transport, TransportError
-from harness.transport.local import LocalTransport
+from groundwork.ledger import Ledger, new_id
+from groundwork.transport.base import Transport, TransportError
+from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, register
 from nemeses.netfilter import add_raw, net_run, remove_rules
 

@@ -15,9 +15,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from harness.ledger import Ledger, new_id
-from harness.timeline import Timeline
-from harness.transport.base import Transport
+from groundwork.ledger import Ledger, new_id
+from groundwork.timeline import Timeline
+from groundwork.transport.base import Transport
 
 
 class Node(Protocol):

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.transport.base import Transport
-from harness.transport.local import LocalTransport
+from groundwork.transport.base import Transport
+from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.netfilter import Rule, add_rules, net_run, remove_rules
 

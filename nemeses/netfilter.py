@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.transport.base import CommandFailed, Transport
+from groundwork.transport.base import CommandFailed, Transport
 
 TAG_PREFIX = "faultline:"
 CHAINS = ("INPUT", "OUTPUT", "FORWARD")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from harness.transport.local import LocalTransport
+from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.netfilter import Rule, add_rules, remove_rules
 

@@ -34,7 +34,7 @@ import subprocess
 import time
 from typing import Any
 
-from harness.transport.base import TransportError
+from groundwork.transport.base import TransportError
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.hostinfo import log_dirs
 from nemeses.scripts import script_text

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from harness.config import Checker, ConfigError, join
+from groundwork.config import Checker, ConfigError, join
 from nemeses.base import FaultRecord, Nemesis, NemesisContext, REGISTRY
 
 STEP_KINDS = ("wait", "start", "stop", "until", "select", "note")

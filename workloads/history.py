@@ -33,7 +33,7 @@ FUNCTIONS = (SEND, POLL, DRAIN, DRAIN_END, OBSERVE)
 #: the columns of one history record, in the order the checkers' schema declares them
 FIELDS: dict[str, str] = {
     "v": "int",          # schema version
-    "t": "double",       # seconds on the run's monotonic clock (harness.clock)
+    "t": "double",       # seconds on the run's monotonic clock (groundwork.clock)
     "process": "string", # writer id, e.g. "producer-0", "consumer-1", "drain"
     "op": "long",        # per-process operation index: links an invoke to its completion
     "type": "string",    # invoke | ok | fail | info

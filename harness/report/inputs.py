@@ -11,7 +11,7 @@ Why it never reads ``history/``: a nightly run records tens of millions of opera
 top-N rows it shows (the full files are linked beside the report).
 
 Cluster event logs carry wall time; they are mapped onto the run clock with
-``t = wall - run.json.wall_at_t0`` (harness/clock.py).
+``t = wall - run.json.wall_at_t0`` (groundwork/clock.py).
 """
 from __future__ import annotations
 

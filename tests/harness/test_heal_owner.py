@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from harness.heal import _start_time, heal_all
-from harness.ledger import Ledger
+from groundwork.ledger import Ledger
 
 
 def test_live_owner_is_skipped_dead_owner_is_healed(tmp_path: Path) -> None:

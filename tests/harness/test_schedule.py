@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from harness.cluster import Cluster
-from harness.clock import RunClock
-from harness.config import Checker
+from groundwork.clock import RunClock
+from groundwork.config import Checker
 from harness.heal import heal_all
 from harness.inventory import load_inventory
-from harness.ledger import Ledger
-from harness.timeline import Timeline
-from harness.transport.local import kill_process_group
+from groundwork.ledger import Ledger
+from groundwork.timeline import Timeline
+from groundwork.transport.local import kill_process_group
 from nemeses.base import NemesisContext
 from nemeses.schedule import ScheduleError, ScheduleRunner, parse_schedule
 from tests.harness.clirun import proc_state, read_jsonl, wait_for

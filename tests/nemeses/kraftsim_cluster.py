@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.transport.local import kill_process_group
+from groundwork.transport.local import kill_process_group
 from tests.nemeses.nodes import TestNode
 
 

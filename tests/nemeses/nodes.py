@@ -11,10 +11,10 @@ import signal
 import time
 from pathlib import Path
 
-from harness.clock import RunClock
-from harness.ledger import Ledger
-from harness.timeline import Timeline
-from harness.transport.local import LocalTransport, kill_process_group
+from groundwork.clock import RunClock
+from groundwork.ledger import Ledger
+from groundwork.timeline import Timeline
+from groundwork.transport.local import LocalTransport, kill_process_group
 from nemeses.base import NemesisContext
 
 

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.transport.ssh import SshTransport
+from groundwork.transport.ssh import SshTransport
 from nemeses.netfilter import tagged_rules
 from nemeses.partition import Partition
 from nemeses.reboot import Reboot

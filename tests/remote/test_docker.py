@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from harness import docker_cluster
 from harness.cluster import ClusterNode
-from harness.transport.base import CommandFailed, TransportError
-from harness.transport.docker import DockerTransport
+from groundwork.transport.base import CommandFailed, TransportError
+from groundwork.transport.docker import DockerTransport
 from tests.remote import dockerlab
 
 pytestmark = pytest.mark.timeout(240)

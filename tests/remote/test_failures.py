@@ -1,7 +1,7 @@
 """Unreachable hosts, wrong credentials, unknown host keys, missing containers (must-show 4).
 
 Each is one clear line on stderr and exit code 3, from the pre-flight probe
-(``python -m harness.transport.probe``) and from ``faultline run`` itself, and nothing is
+(``python -m harness.probe``) and from ``faultline run`` itself, and nothing is
 left behind: no ssh sessions on the lab hosts, no containers, no open heal-ledger entries.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def ssh_inventory(lab: SshLab, tmp: Path, *, hosts: dict[str, str], key: str | N
 
 
 def probe(inventory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.transport.probe", str(inventory)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "harness.probe", str(inventory)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -156,7 +156,7 @@ def test_faultline_run_against_a_missing_container_exits_3_and_leaves_nothing(en
     assert _docker_state(engine) == before
     ledger = state / "ledger.jsonl"
     if ledger.exists():
-        from harness.ledger import Ledger
+        from groundwork.ledger import Ledger
         assert Ledger(ledger).open_entries() == [], "a failed pre-flight must leave no open heal entries"
 
 

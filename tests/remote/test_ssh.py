@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.transport.base import CommandFailed, TransportError
-from harness.transport.ssh import HostKeyUnknown, SshTransport
+from groundwork.transport.base import CommandFailed, TransportError
+from groundwork.transport.ssh import HostKeyUnknown, SshTransport
 from tests.remote.sshlab import PW_USER, PW_USER_PASSWORD, USER, SshLab
 
 pytestmark = pytest.mark.timeout(120)

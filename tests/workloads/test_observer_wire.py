@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 from tests.workloads.kio_broker import KioBroker, PartitionState
 from workloads.history import read_jsonl
 from workloads.observer import Observer

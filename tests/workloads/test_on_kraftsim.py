@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 from workloads.admin import AdminError, create_topic, describe
 from workloads.consumer import ConsumerWorkload
 from workloads.drain import drain

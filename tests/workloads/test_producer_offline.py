@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 from workloads.history import ReadStats, parse_value, read_jsonl
 from workloads.producer import ProducerWorkload
 
@@ -103,7 +103,7 @@ def test_unpicklable_clock_is_refused_up_front(tmp_path):
 
 PARENT = """
 import sys, time
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 from workloads.producer import ProducerWorkload
 if __name__ == "__main__":
     w = ProducerWorkload("producer-o", sys.argv[1], "t", 1, sys.argv[2], RunClock().now, rate=200)

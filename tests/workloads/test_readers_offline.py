@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import time
 
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 from workloads.consumer import ConsumerWorkload
 from workloads.drain import drain
 from workloads.history import read_jsonl

@@ -3,7 +3,7 @@
 Why one small interface: nemeses and the run loop must work unchanged against the
 embedded cluster (``local``), lab hosts (``ssh``) and containers (``docker``). A nemesis
 says *what* to do to a host in shell commands and files; the transport decides *how* to
-get there. Implementations: ``harness.transport.local``, ``.ssh``, ``.docker``.
+get there. Implementations: ``groundwork.transport.local``, ``.ssh``, ``.docker``.
 
 Rules every implementation keeps:
 - ``run`` takes an argv list (each element quoted for the remote shell with

@@ -3,7 +3,7 @@
 Why /proc and not ``kill -0``: a SIGKILLed service whose parent has gone is reparented
 to the host's init; until init reaps it, it is a zombie that ``kill -0`` (and ``kill``)
 still "succeed" on. A zombie is dead for faultline's purposes (same rule as
-harness.transport.local), so liveness reads the state letter from /proc.
+groundwork.transport.local), so liveness reads the state letter from /proc.
 """
 from __future__ import annotations
 

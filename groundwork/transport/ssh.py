@@ -28,8 +28,8 @@ from typing import Any, Sequence
 import paramiko
 import tenacity
 
-from harness.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
-from harness.transport.procs import alive_script as _alive_script
+from groundwork.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
+from groundwork.transport.procs import alive_script as _alive_script
 
 #: errors worth retrying: the host is (still) down or rebooting
 _RETRYABLE = (OSError, EOFError, paramiko.ssh_exception.NoValidConnectionsError,

@@ -12,7 +12,7 @@ import signal as _signal
 import subprocess
 from typing import Sequence
 
-from harness.transport.base import CommandResult, Transport, TransportError, to_shell
+from groundwork.transport.base import CommandResult, Transport, TransportError, to_shell
 
 
 class LocalTransport(Transport):

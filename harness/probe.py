@@ -1,4 +1,4 @@
-"""``python -m harness.transport.probe INVENTORY``: can faultline reach every host?
+"""``python -m harness.probe INVENTORY``: can faultline reach every host?
 
 Why a probe of its own: before a nightly campaign touches anything, an operator wants to
 know that every lab host answers over SSH with the inventory's key and known_hosts, that
@@ -12,21 +12,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.config import ConfigError
+from groundwork.config import ConfigError
 from harness.inventory import HostSpec, Inventory, load_inventory
-from harness.transport.base import Transport, TransportError
+from groundwork.transport.base import Transport, TransportError
 
 EXIT_OK, EXIT_CONFIG, EXIT_INFRA = 0, 2, 3
 
 
 def transport_for(inv: Inventory, spec: HostSpec) -> Transport:
     if inv.transport == "ssh":
-        from harness.transport.ssh import SshTransport
+        from groundwork.transport.ssh import SshTransport
         return SshTransport.from_host(spec, inv, retry_for=0)
     if inv.transport == "docker":
-        from harness.transport.docker import DockerTransport
+        from groundwork.transport.docker import DockerTransport
         return DockerTransport.from_host(spec, inv)
-    from harness.transport.local import LocalTransport
+    from groundwork.transport.local import LocalTransport
     return LocalTransport(spec.name, netns=spec.netns)
 
 
@@ -53,7 +53,7 @@ def probe_host(inv: Inventory, spec: HostSpec) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m harness.transport.probe INVENTORY", file=sys.stderr)
+        print("usage: python -m harness.probe INVENTORY", file=sys.stderr)
         return EXIT_CONFIG
     try:
         inv = load_inventory(Path(args[0]))

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness.clock import RunClock
+from groundwork.clock import RunClock
 
 TIMELINE_VERSION = 1
 

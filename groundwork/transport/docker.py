@@ -34,8 +34,8 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
-from harness.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
-from harness.transport.procs import alive_script as _alive_script
+from groundwork.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
+from groundwork.transport.procs import alive_script as _alive_script
 
 
 def engine(client: docker.DockerClient | None = None) -> docker.DockerClient:
