@@ -63,7 +63,7 @@ class Broker:
         self.hb_s = int(cfg["broker.heartbeat.interval.ms"]) / 1000
         self.self_fence_s = cfg.self_fence_ms / 1000
         self.lag_s = int(cfg["replica.lag.time.max.ms"]) / 1000
-        self.elr_enabled = int(cfg["eligible.leader.replicas.version"]) >= 1
+        self.elr_enabled = cfg.features.elr
         self.logs = LogManager(cfg["log.dirs"], node_id=self.node_id, cluster_id=cfg["cluster.id"],
                                on_event=lambda name, f: self.ev.emit(name, **f),
                                flush_interval_messages=cfg["log.flush.interval.messages"],

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kraftsim import features
+
 
 class ConfigError(Exception):
     """One-line configuration error: ``kraftsim: FILE: key 'x': <what is wanted>``."""
@@ -78,11 +80,8 @@ def _path(v: str) -> Path:
     return Path(v.strip())
 
 
-def _metadata_version(v: str) -> tuple[int, int]:
-    m = re.match(r"^(\d+)\.(\d+)(?:-IV\d+)?$", v.strip())
-    if not m:
-        raise ValueError("a Kafka metadata version like 3.4 or 3.9-IV0 is wanted")
-    return int(m.group(1)), int(m.group(2))
+def _metadata_version(v: str) -> tuple[int, int, int]:
+    return features.parse_metadata_version(v)
 
 
 def _nonempty(v: str) -> str:
@@ -107,9 +106,12 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "default.replication.factor": (_int(1), 1),
     "num.partitions": (_int(1), 1),
     "unclean.leader.election.enable": (_bool, False),
-    "eligible.leader.replicas.version": (_int(0, 1), 1),
-    "kip903.enabled": (_bool, True),
-    "metadata.version": (_metadata_version, (4, 1)),
+    # feature gates: None = derived from metadata.version (kraftsim/features.py)
+    "eligible.leader.replicas.version": (_int(0, 1), None),
+    "kip903.enabled": (_bool, None),
+    "isr.shrink.leader.epoch.bump": (_bool, None),
+    "hwm.min.isr.enabled": (_bool, None),
+    "metadata.version": (_metadata_version, features.parse_metadata_version("4.1")),
     "log.flush.interval.messages": (_int(1), None),
     "log.segment.bytes": (_int(1024), 64 * 1024 * 1024),
     "replica.lag.time.max.ms": (_int(100), 3000),
@@ -136,9 +138,14 @@ class Config:
         return self.values[key]
 
     @property
+    def features(self) -> features.Features:
+        """The Kafka behaviours in force, from metadata.version and any explicit override."""
+        return features.derive(self.values)
+
+    @property
     def kip903(self) -> bool:
-        """KIP-903 is on only when asked for AND metadata.version >= 3.5 (seed 000: fixed in 3.5)."""
-        return bool(self.values["kip903.enabled"]) and self.values["metadata.version"] >= (3, 5)
+        """KIP-903 (seed 000): from metadata.version 3.5-IV1 on, unless ``kip903.enabled`` overrides."""
+        return self.features.kip903
 
     @property
     def self_fence_ms(self) -> int:

@@ -98,7 +98,7 @@ class Controller:
 
     @property
     def elr_enabled(self) -> bool:
-        return int(self.cfg["eligible.leader.replicas.version"]) >= 1
+        return self.cfg.features.elr
 
     def _eligible(self, b: int) -> bool:
         reg = self.image.brokers.get(b)
