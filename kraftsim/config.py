@@ -118,6 +118,9 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "broker.session.timeout.ms": (_int(100), 3000),
     "broker.heartbeat.interval.ms": (_int(10), 500),
     "broker.self.fence.timeout.ms": (_int(100), None),
+    # seed 002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
+    # BrokerLifecycleManager never does, so this is off unless a campaign explores the draft.
+    "seed002.self.fence.enable": (_bool, False),
     "event.log": (_path, None),
     "pid.file": (_path, None),
     "cluster.id": (_nonempty, "kraftsim-cluster-0000000"),
