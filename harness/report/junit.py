@@ -1,8 +1,9 @@
 """``write_junit(run_dir)``: ``junit.xml`` for CI — one test case per campaign expectation.
 
 Why JUnit: Jenkins, GitLab and GitHub Actions all read it, so a nightly loss shows up as a
-failed test with the lost-write summary as its message, next to the run's own tests. Built
-with junitparser (the schema Jenkins reads), not by hand.
+failed test with the lost-write summary as its message, next to the run's own tests. Written
+with the standard library (harness/report/junit_xml.py, the schema Jenkins reads) so a
+runtime install needs no test extra; the tests parse it with junitparser.
 
 Expectations: a campaign states ``expect: no-loss | loss`` (docs/campaigns.md), and the
 checker's ``as_expected`` (checkers/verdict.py) reads it as: *loss* — the known-bad control
@@ -20,9 +21,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import junitparser as jp
 import pandas as pd
 
+from harness.report import junit_xml as jx
 from harness.report.inputs import RunData, load_run, read_evidence
 from harness.report.render import expectation
 from harness.report.tables import lost_writes_table
@@ -121,15 +122,15 @@ def _examples(data: RunData, names: list[str], per: int = 5) -> str:
     return "\n".join(lines)
 
 
-def build_suite(data: RunData) -> jp.JUnitXml:
+def build_suite(data: RunData) -> jx.Suite:
     run = data.run
     campaign = str(run.get("campaign") or (data.campaign or {}).get("name") or "campaign")
-    suite = jp.TestSuite(f"faultline.{campaign}")
+    suite = jx.Suite(f"faultline.{campaign}")
     for key in ("run_id", "target", "target_version", "seed", "command", "expect"):
         if run.get(key) is not None:
-            suite.add_property(key, str(run[key]))
+            suite.properties.append((key, str(run[key])))
     for k, val in sorted((run.get("switches") or {}).items()):
-        suite.add_property(f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val)
+        suite.properties.append((f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val))
     duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0
     cases = expectations(data)
     if (data.verdict or {}).get("as_expected") is False and not any(e.ok is False for e in cases):
@@ -137,28 +138,18 @@ def build_suite(data: RunData) -> jp.JUnitXml:
         cases.append(Expectation("verdict as expected", False, "the checker's verdict says as_expected=false",
                                  json.dumps((data.verdict or {}).get("counts"), sort_keys=True)))
     for e in cases:
-        case = jp.TestCase(e.name, classname=f"faultline.{campaign}", time=float(duration))
+        case = jx.Case(e.name, classname=f"faultline.{campaign}", time=float(duration))
         if e.ok is False:
-            failure = jp.Failure(e.message, type_="UnexpectedVerdict")
-            failure.text = e.details or e.message
-            case.result = [failure]
+            case.failure = (e.message, "UnexpectedVerdict", e.details or e.message)
         elif e.ok is None:
-            err = jp.Error(e.message, type_="NoVerdict")
-            err.text = e.details or e.message
-            case.result = [err]
+            case.error = (e.message, "NoVerdict", e.details or e.message)
         else:
             case.system_out = e.message
-        suite.add_testcase(case)
-    suite.update_statistics()
-    xml = jp.JUnitXml(f"faultline {data.run_id}")
-    xml.add_testsuite(suite)
-    return xml
+        suite.cases.append(case)
+    return suite
 
 
 def write_junit(run_dir: str | Path) -> Path:
     """Write ``<run_dir>/junit.xml`` and return its path."""
     data = load_run(run_dir, timeline=False)
-    xml = build_suite(data)
-    out = data.run_dir / "junit.xml"
-    xml.write(str(out), pretty=True)
-    return out
+    return jx.write(data.run_dir / "junit.xml", f"faultline {data.run_id}", [build_suite(data)])
