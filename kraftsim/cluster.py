@@ -7,7 +7,9 @@ and event log. Layout under DIR:
 - ``controller.properties``, ``controller.pid``, ``controller/metadata/``, ``controller/events.jsonl``
   (controller node id 1000, listening on HOST_PREFIX.1:BASE_PORT);
 - ``broker-<id>.properties``, ``broker-<id>.pid``, ``broker-<id>/data/``, ``broker-<id>/events.jsonl``
-  (broker ids 1..N on HOST_PREFIX.(1+id):BASE_PORT+id).
+  (broker ids 1..N on HOST_PREFIX.(1+id):BASE_PORT+id);
+- ``features.json``: the metadata.version and the Kafka behaviours it gates (or an explicit key
+  overrode), as ``kraftsim.features.Features.describe()`` says.
 
 It prints exactly one line ``bootstrap.servers=...`` once every broker is registered and
 unfenced, and on SIGINT/SIGTERM stops every process it started and any broker restarted by
@@ -23,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from kraftsim import features
 from kraftsim.config import KEYS
 
 CONTROLLER_ID = 1000
@@ -57,6 +60,14 @@ def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]
     for cfg in nodes.values():
         cfg.update(overrides)
     return nodes
+
+
+def features_in_force(overrides: dict[str, str]) -> dict[str, object]:
+    """features.describe() for the cluster's settings (every node gets the same --set values)."""
+    values: dict[str, object] = {k: d for k, (_, d) in KEYS.items()}
+    for k, v in overrides.items():
+        values[k] = KEYS[k][0](v)
+    return features.derive(values).describe()
 
 
 def _pid_of(path: Path, root: Path) -> int | None:
@@ -143,6 +154,9 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
     for name, cfg in nodes.items():
         (root / f"{name}.properties").write_text(_props(cfg))
         (root / name).mkdir(parents=True, exist_ok=True)
+    # what was in force (metadata.version gates and overrides): a run's verdict must not depend on
+    # a guess about the target; the controller also emits it as its first ``features`` event
+    (root / "features.json").write_text(json.dumps(features_in_force(overrides), indent=2) + "\n")
 
     env = dict(os.environ)
     pkg_root = str(Path(__file__).resolve().parent.parent)

@@ -1,23 +1,26 @@
 """The KRaft controller: one process owning the persisted metadata log.
 
-What it models (seed 003 §1.2, §2.8, §2.9; seed 002; KIP-903 = seed 000; KIP-704 = seed 001;
-KIP-966 notes in seed 003):
+What it models (seed 003 §1.2, §2.8, §2.9; KIP-903 = seed 000; KIP-704 = seed 001; KIP-966),
+each rule after Apache Kafka's ``metadata/.../controller`` package:
 - every decision is a record appended (fsync'ed) to the metadata log, then applied to the
   in-memory image; a restarted controller replays the log and is the "new controller" of
   seed 000 step 5;
 - broker epoch = offset of the broker's registration record (cluster-wide monotonic);
+- registration (ClusterControlManager.registerBroker): DUPLICATE_BROKER_REGISTRATION only while
+  the old incarnation's session is valid; a new incarnation is registered fenced, after its
+  partitions are cleaned up as an unclean (ELR) or fenced-like shutdown;
 - fencing on missed heartbeats (``broker.session.timeout.ms``), unfencing once the broker's
-  metadata has caught up to its own registration;
-- leader election from the ISR; with ``eligible.leader.replicas.version=1`` from the ELR next,
-  then the last known leader; with ``unclean.leader.election.enable`` any live replica,
-  marked RECOVERING (KIP-704);
-- AlterPartition validation (seed 003 §2.9.2): leader broker epoch, leader epoch, partition
-  epoch, new members unfenced (KIP-841) and, with KIP-903, new members' broker epochs.
+  metadata has caught up to its own registration (BrokerHeartbeatManager);
+- every partition change (fence, controlled shutdown, unclean restart, unfence, AlterPartition)
+  goes through :class:`kraftsim.partition_change.PartitionChangeBuilder`, a port of Kafka's
+  PartitionChangeBuilder: ELR, election order, LastKnownELR, recovery state, epochs;
+- AlterPartition validation (ReplicationControlManager.validateAlterPartitionData): epochs,
+  leader, ISR shape, KIP-704 recovery rules, and every proposed ISR member registered, unfenced,
+  not shutting down and, when the request carries broker epochs (v3, KIP-903), at that epoch.
 """
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import time
 import uuid
@@ -31,6 +34,7 @@ from kraftsim.config import Config
 from kraftsim.events import EventLog
 from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage, MetadataLogFile,
                                PartitionState)
+from kraftsim.partition_change import Election, PartitionChangeBuilder
 from kraftsim.storage.records import encode_batch
 from kraftsim.wire import Peer, Server, build
 
@@ -96,57 +100,58 @@ class Controller:
             return v
         return self.cfg[key]
 
+    def effective_min_isr(self, topic: str) -> int:
+        """ReplicationControlManager.getTopicEffectiveMinIsr: min.insync.replicas capped at the
+        replication factor (of partition 0), the min ISR every partition change is built with."""
+        min_isr = int(self._topic_cfg(topic, "min.insync.replicas"))
+        t = self.image.topics.get(topic)
+        if t and t.partitions:
+            p0 = t.partitions.get(0) or next(iter(t.partitions.values()))
+            return min(min_isr, len(p0.replicas))
+        return min_isr
+
     @property
     def elr_enabled(self) -> bool:
+        """ReplicationControlManager.isElrEnabled (metadata.version and the ELR feature)."""
         return self.cfg.features.elr
 
     def _eligible(self, b: int) -> bool:
+        """ClusterControlManager.isActive: registered, not fenced, not in controlled shutdown."""
         reg = self.image.brokers.get(b)
         return reg is not None and not reg.fenced and not reg.shutting_down
 
-    def _normalize_elr(self, ps: PartitionState) -> None:
-        """KIP-966: ELR members are not in the ISR, and the ELR is empty while ISR >= min ISR."""
-        if not self.elr_enabled:
-            ps.elr, ps.last_known_elr = [], []
-            return
-        ps.elr = [r for r in ps.elr if r not in ps.isr]
-        if len(ps.isr) >= self._topic_cfg(ps.topic, "min.insync.replicas"):
-            ps.elr = []
-        if ps.isr or ps.leader != NO_LEADER:
-            ps.last_known_elr = []
-
-    def _elect(self, ps: PartitionState, exclude: set[int] = frozenset()) -> tuple[int, str, int]:
-        """(leader, reason, leader_recovery_state) for a partition that needs a leader."""
-        for r in ps.replicas:
-            if r in ps.isr and r not in exclude and self._eligible(r):
-                return r, "isr", RECOVERED
-        if self.elr_enabled:
-            for r in ps.replicas:
-                if r in ps.elr and r not in exclude and self._eligible(r):
-                    return r, "elr", RECOVERED
-            if not ps.isr and not ps.elr:
-                for r in ps.last_known_elr:
-                    if r not in exclude and self._eligible(r):
-                        return r, "last_known_leader", RECOVERED
+    def _builder(self, ps: PartitionState, remove: int = NO_LEADER, add: int = NO_LEADER,
+                 unclean_shutdown: int = NO_LEADER) -> PartitionChangeBuilder:
+        """The builder as ReplicationControlManager.generateLeaderAndIsrUpdates sets it up: the
+        LeaderAcceptor (``r != brokerToRemove && r != brokerWithUncleanShutdown && (r == brokerToAdd
+        || isActive(r))``), the effective min ISR, ELR, and the topic's unclean election config."""
+        def acceptable(r: int) -> bool:
+            return r != remove and r != unclean_shutdown and (r == add or self._eligible(r))
+        b = PartitionChangeBuilder(ps, acceptable, self.cfg.features, self.effective_min_isr(ps.topic))
         if self._topic_cfg(ps.topic, "unclean.leader.election.enable"):
-            for r in ps.replicas:
-                if r not in exclude and self._eligible(r):
-                    return r, "unclean", RECOVERING
-        return NO_LEADER, "no_candidate", ps.leader_recovery_state
+            b.set_election(Election.UNCLEAN)
+        return b
+
+    def _change_record(self, old: PartitionState, b: PartitionChangeBuilder, reason: str,
+                       extra: dict | None = None) -> dict[str, Any] | None:
+        """Build the change; None for a no-op. Emits ``leader_elected`` (reason: how the winner was
+        chosen — ``elr``, ``last_known_leader``, ``unclean`` — or ``reason``) or ``isr_changed``."""
+        new = b.build()
+        if new is None:
+            return None
+        why = reason
+        if new.leader != old.leader and new.leader != NO_LEADER:
+            if b.elected_unclean:
+                why = "last_known_leader" if old.last_known_elr == [new.leader] and not old.isr and not old.elr \
+                    else "unclean"
+            elif new.leader not in old.isr and new.leader in old.elr:
+                why = "elr"
+        return self._commit_partition(old, new, why, extra)
 
     def _commit_partition(self, old: PartitionState | None, new: PartitionState, reason: str,
                           extra: dict | None = None) -> dict[str, Any]:
-        """Bump epochs as Kafka does and return the record; emits the matching event."""
+        """The record of a partition whose epochs are already set; emits the matching event."""
         leader_changed = old is None or old.leader != new.leader
-        if old is not None:
-            new.partition_epoch = old.partition_epoch + 1
-            if leader_changed:
-                new.leader_epoch = old.leader_epoch + 1
-        if old is not None and old.leader != NO_LEADER and old.leader != new.leader:
-            new.last_leader = old.leader
-        if new.leader != NO_LEADER:
-            new.last_leader = new.leader
-        self._normalize_elr(new)
         rec = new.to_record()
         common = {"topic": new.topic, "partition": new.partition, "leader": new.leader,
                   "leader_epoch": new.leader_epoch, "partition_epoch": new.partition_epoch,
@@ -160,69 +165,56 @@ class Controller:
                          leader_recovery_state=new.leader_recovery_state, **(extra or {}))
         return rec
 
-    def _remove_broker_records(self, broker: int, reason: str, keep_leadership_if_alone: bool = False) -> list[dict]:
-        """Partition changes when ``broker`` is fenced or shuts down (seed 003 §2.8, §2.9.1)."""
+    def generate_leader_and_isr_updates(self, reason: str, partitions: list[PartitionState],
+                                        remove: int = NO_LEADER, add: int = NO_LEADER,
+                                        unclean_shutdown: int = NO_LEADER) -> list[dict]:
+        """ReplicationControlManager.generateLeaderAndIsrUpdates: for each partition, a change whose
+        target ISR is the ISR without ``remove`` and ``unclean_shutdown``, with that acceptor."""
         recs = []
-        for ps in list(self.image.all_partitions()):
-            if broker not in ps.isr and ps.leader != broker and broker not in ps.elr:
-                continue
-            new = copy.deepcopy(ps)
-            if broker in ps.isr:
-                new.isr = [r for r in ps.isr if r != broker]
-                min_isr = self._topic_cfg(ps.topic, "min.insync.replicas")
-                if self.elr_enabled:
-                    if len(new.isr) < min_isr and broker not in new.elr:
-                        new.elr = new.elr + [broker]
-                elif not new.isr:
-                    new.isr = [broker]  # the last replica standing stays in the ISR
-            if ps.leader == broker:
-                if keep_leadership_if_alone and new.isr == [broker]:
-                    continue
-                leader, why, lrs = self._elect(new, exclude={broker})
-                new.leader = leader
-                if leader != NO_LEADER:
-                    new.leader_recovery_state = lrs
-                    if why in ("elr", "last_known_leader", "unclean"):
-                        new.isr = [leader]
-                    reason_ev = why if why != "isr" else reason
-                else:
-                    reason_ev = reason
-                recs.append(self._commit_partition(ps, new, reason_ev))
-            elif new.isr != ps.isr or new.elr != ps.elr:
-                recs.append(self._commit_partition(ps, new, reason))
+        for ps in partitions:
+            b = self._builder(ps, remove=remove, add=add, unclean_shutdown=unclean_shutdown)
+            if unclean_shutdown != NO_LEADER:
+                b.set_unclean_shutdown_replicas([unclean_shutdown])
+            b.set_target_isr([r for r in ps.isr if r != remove and r != unclean_shutdown])
+            rec = self._change_record(ps, b, reason)
+            if rec is not None:
+                recs.append(rec)
         return recs
 
-    def _offline_election_records(self) -> list[dict]:
-        recs = []
-        for ps in list(self.image.all_partitions()):
-            if ps.leader != NO_LEADER:
-                continue
-            leader, why, lrs = self._elect(ps)
-            if leader == NO_LEADER:
-                continue
-            new = copy.deepcopy(ps)
-            new.leader = leader
-            new.leader_recovery_state = lrs
-            if why in ("elr", "last_known_leader", "unclean"):
-                new.isr = [leader]
-            recs.append(self._commit_partition(ps, new, why))
-        return recs
+    def _partitions_with_broker_in_isr(self, broker: int) -> list[PartitionState]:
+        return [ps for ps in self.image.all_partitions() if broker in ps.isr]
+
+    def _partitions_with_broker_in_elr(self, broker: int) -> list[PartitionState]:
+        return [ps for ps in self.image.all_partitions() if broker in ps.elr]
+
+    def _partitions_with_no_leader(self) -> list[PartitionState]:
+        return [ps for ps in self.image.all_partitions() if ps.leader == NO_LEADER]
+
+    def _offline_election_records(self, add: int = NO_LEADER, reason: str = "isr") -> list[dict]:
+        """Elections for leaderless partitions: ReplicationControlManager.handleBrokerUnfenced
+        (``add`` = the broker being unfenced) and, from the periodic sweep, the unclean elections
+        of QuorumController's maybeTriggerUncleanLeaderElectionForLeaderlessPartitions."""
+        return self.generate_leader_and_isr_updates(reason, self._partitions_with_no_leader(), add=add)
 
     def fence(self, broker: int, reason: str) -> None:
+        """ReplicationControlManager.handleBrokerFenced: the broker leaves every ISR (not the ELR)
+        and is not an acceptable leader; its leaderships move."""
         reg = self.image.brokers.get(broker)
         if reg is None or reg.fenced:
             return
         self.ev.emit("broker_fenced", broker=broker, broker_epoch=reg.broker_epoch, reason=reason)
         recs = [{"type": "fence_broker", "broker": broker, "broker_epoch": reg.broker_epoch, "reason": reason}]
         self.append(recs)
-        # partition changes are computed against the image where the broker is already fenced
-        prs = self._remove_broker_records(broker, reason="leader_fenced" if reason != "controlled_shutdown" else reason)
+        why = "leader_fenced" if reason != "controlled_shutdown" else reason
+        prs = self.generate_leader_and_isr_updates(why, self._partitions_with_broker_in_isr(broker), remove=broker)
         if prs:
             self.append(prs)
 
     # ------------------------------------------------------------------ handlers
 
     async def h_registration(self, header: Any, req: Any, peer: Peer) -> Any:
+        """ClusterControlManager.registerBroker (with the clean-shutdown detection of KAFKA-15586 and
+        the partition clean-up of KAFKA-18106, ReplicationControlManager.handleBrokerShutdown)."""
         cls = load_response_schema(62, req.__version__)
         if req.cluster_id != self.cfg["cluster.id"]:
             return build(cls, {"error_code": ErrorCode.inconsistent_cluster_id})
@@ -231,38 +223,44 @@ class Controller:
         existing = self.image.brokers.get(bid)
         now = time.monotonic()
         if existing is not None and existing.incarnation_id == inc:
+            # "Amending registration": same epoch, same fencing state
             return build(cls, {"broker_epoch": existing.broker_epoch})
-        if existing is not None and not existing.fenced and now - self.last_hb.get(bid, 0) < self.session_s:
-            # Kafka: a live registration with another incarnation is still in its session.
+        if existing is not None and self._has_valid_session(bid):
             return build(cls, {"error_code": ErrorCode.duplicate_broker_registration})
         prev = int(getattr(req, "previous_broker_epoch", -1))
         clean = existing is not None and prev != -1 and prev == existing.broker_epoch
         listener = req.listeners[0] if req.listeners else None
         host = listener.host if listener else peer.host
         port = int(listener.port) if listener else 0
-        if existing is not None and not existing.fenced:
-            self.fence(bid, "reregistration")
+        if existing is not None:
+            # addRecordsForShutdown → handleBrokerShutdown, before the new RegisterBrokerRecord
+            if self.elr_enabled and not clean:
+                prs = self.generate_leader_and_isr_updates(
+                    "unclean_shutdown", self._partitions_with_broker_in_isr(bid), unclean_shutdown=bid)
+                if prs:
+                    self.append(prs)
+                prs = self.generate_leader_and_isr_updates(
+                    "unclean_shutdown", self._partitions_with_broker_in_elr(bid), unclean_shutdown=bid)
+            else:
+                prs = self.generate_leader_and_isr_updates(
+                    "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)
+            if prs:
+                self.append(prs)
         epoch = len(self.records)
+        # a RegisterBrokerRecord is fenced until the broker's heartbeat shows it caught up
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
                       "host": host, "port": port}])
         self.last_hb[bid] = now
         self.ev.emit("broker_registered", broker=bid, broker_epoch=epoch,
                      previous_broker_epoch=prev, clean_shutdown=clean)
-        if self.elr_enabled and not clean:
-            # KIP-966: an unclean shutdown may have lost data below the HWM: leave the ELR.
-            recs = []
-            for ps in list(self.image.all_partitions()):
-                if bid in ps.elr:
-                    new = copy.deepcopy(ps)
-                    new.elr = [r for r in ps.elr if r != bid]
-                    if not new.isr and bid not in new.last_known_elr:
-                        # KIP-966 LastKnownELR: remembered as the last resort when ISR and ELR
-                        # are both empty ("last known leader" election), never preferred to the ELR.
-                        new.last_known_elr = new.last_known_elr + [bid]
-                    recs.append(self._commit_partition(ps, new, "unclean_shutdown"))
-            if recs:
-                self.append(recs)
         return build(cls, {"broker_epoch": epoch})
+
+    def _has_valid_session(self, bid: int) -> bool:
+        """BrokerHeartbeatManager.hasValidSession: not fenced and heard from within the session."""
+        reg = self.image.brokers.get(bid)
+        if reg is None or reg.fenced:
+            return False
+        return time.monotonic() - self.last_hb.get(bid, 0) <= self.session_s
 
     async def h_heartbeat(self, header: Any, req: Any, peer: Peer) -> Any:
         cls = load_response_schema(63, req.__version__)
@@ -279,8 +277,10 @@ class Controller:
                 should_shut_down = True
             else:
                 if not reg.shutting_down:
+                    # ReplicationControlManager.handleBrokerInControlledShutdown
                     self.append([{"type": "shutdown_broker", "broker": bid, "broker_epoch": reg.broker_epoch}])
-                    prs = self._remove_broker_records(bid, "controlled_shutdown")
+                    prs = self.generate_leader_and_isr_updates(
+                        "controlled_shutdown", self._partitions_with_broker_in_isr(bid), remove=bid)
                     if prs:
                         self.append(prs)
                 leads = [ps for ps in self.image.all_partitions() if ps.leader == bid]
@@ -288,24 +288,29 @@ class Controller:
                     self.fence(bid, "controlled_shutdown")
                     should_shut_down = True
         elif reg.fenced and not req.want_fence and caught_up:
+            # ReplicationControlManager.handleBrokerUnfenced
             self.append([{"type": "unfence_broker", "broker": bid, "broker_epoch": reg.broker_epoch}])
             self.ev.emit("broker_unfenced", broker=bid, broker_epoch=reg.broker_epoch)
-            recs = self._offline_election_records()
+            recs = self._offline_election_records(add=bid)
             if recs:
                 self.append(recs)
         reg = self.image.brokers[bid]
         return build(cls, {"is_caught_up": caught_up, "is_fenced": reg.fenced, "should_shut_down": should_shut_down})
 
     async def h_alter_partition(self, header: Any, req: Any, peer: Peer) -> Any:
+        """ReplicationControlManager.alterPartition."""
         version = req.__version__
         cls = load_response_schema(56, version)
         bid = int(req.broker_id)
         reg = self.image.brokers.get(bid)
-        top_error = ErrorCode.none
         if reg is None or reg.broker_epoch != int(req.broker_epoch):
-            top_error = ErrorCode.stale_broker_epoch
+            # ClusterControlManager.checkBrokerEpoch throws: the whole request fails
+            self.ev.emit("alter_partition", topic=None, partition=None, leader=bid, new_isr=[],
+                         broker_epochs={}, partition_epoch=None, version=version, leader_recovery_state=None,
+                         accepted=False, error="STALE_BROKER_EPOCH",
+                         error_code=int(ErrorCode.stale_broker_epoch.value))
+            return build(cls, {"error_code": ErrorCode.stale_broker_epoch, "topics": []})
         topics_out = []
-        recs = []
         for td in req.topics:
             tid = str(td.topic_id)
             tname = self.image.topic_ids.get(tid)
@@ -314,30 +319,34 @@ class Controller:
                 if version >= 3:
                     new_isr = [int(s.broker_id) for s in pd.new_isr_with_epochs]
                     epochs = {int(s.broker_id): int(s.broker_epoch) for s in pd.new_isr_with_epochs}
-                else:
+                else:  # AlterPartitionRequest.newIsrToSimpleNewIsrWithBrokerEpochs: epoch -1
                     new_isr = [int(b) for b in pd.new_isr]
-                    epochs = {}
+                    epochs = {b: -1 for b in new_isr}
                 ps = self.image.partition(tname, int(pd.partition_index)) if tname else None
-                err = self._validate_alter(bid, top_error, tname, ps, pd, new_isr, epochs, version)
+                err = self._validate_alter(bid, tname, ps, pd, new_isr, epochs, version)
                 ev = {"topic": tname, "partition": int(pd.partition_index), "leader": bid, "new_isr": new_isr,
-                      "broker_epochs": {str(k): v for k, v in epochs.items()},
+                      "broker_epochs": {str(k): v for k, v in epochs.items() if v != -1},
                       "partition_epoch": int(pd.partition_epoch), "version": version,
                       "leader_recovery_state": int(pd.leader_recovery_state)}
                 if err is not ErrorCode.none:
                     self.ev.emit("alter_partition", **ev, accepted=False, error=err.name.upper(), error_code=int(err.value))
-                    out = {"partition_index": pd.partition_index, "error_code": err}
-                    if ps is not None:
-                        out.update(leader_id=ps.leader, leader_epoch=ps.leader_epoch, isr=ps.isr,
-                                   partition_epoch=ps.partition_epoch, leader_recovery_state=ps.leader_recovery_state)
-                    parts_out.append(out)
+                    parts_out.append({"partition_index": pd.partition_index, "error_code": err})
                     continue
-                assert ps is not None
-                new = copy.deepcopy(ps)
-                new.isr = new_isr
-                new.leader_recovery_state = int(pd.leader_recovery_state)
-                rec = self._commit_partition(ps, new, "alter_partition")
-                self.append([rec])
+                assert ps is not None and tname is not None
+                b = self._builder(ps)
+                b.set_target_isr(new_isr).set_target_leader_recovery_state(int(pd.leader_recovery_state))
+                rec = self._change_record(ps, b, "alter_partition")
+                if rec is not None:
+                    self.append([rec])
                 ps2 = self.image.partition(tname, int(pd.partition_index))
+                if ps2.leader != bid and ps2.leader != ps.leader:
+                    # a leader change from the leader's own request (Kafka: only when it completes a
+                    # reassignment): NEW_LEADER_ELECTED, the leader must fetch metadata
+                    err = ErrorCode.new_leader_elected
+                    self.ev.emit("alter_partition", **ev, accepted=True, error=err.name.upper(),
+                                 error_code=int(err.value))
+                    parts_out.append({"partition_index": pd.partition_index, "error_code": err})
+                    continue
                 self.ev.emit("alter_partition", **ev, accepted=True, error=None, error_code=0)
                 parts_out.append({"partition_index": pd.partition_index, "leader_id": ps2.leader,
                                   "leader_epoch": ps2.leader_epoch, "isr": ps2.isr,
@@ -346,34 +355,39 @@ class Controller:
             topics_out.append({"topic_id": td.topic_id, "partitions": parts_out})
         return build(cls, {"error_code": ErrorCode.none, "topics": topics_out})
 
-    def _validate_alter(self, bid: int, top_error: ErrorCode, tname: str | None, ps: PartitionState | None,
-                        pd: Any, new_isr: list[int], epochs: dict[int, int], version: int) -> ErrorCode:
-        if top_error is not ErrorCode.none:
-            return top_error
+    def _validate_alter(self, bid: int, tname: str | None, ps: PartitionState | None, pd: Any,
+                        new_isr: list[int], epochs: dict[int, int], version: int) -> ErrorCode:
+        """ReplicationControlManager.validateAlterPartitionData, in Kafka's order."""
         if tname is None:
             return ErrorCode.unknown_topic_id
         if ps is None:
             return ErrorCode.unknown_topic_or_partition
-        if ps.leader != bid:
-            return ErrorCode.not_leader_or_follower
-        if int(pd.leader_epoch) != ps.leader_epoch:
+        # newer epochs than ours: this controller is probably not the active one any more
+        if int(pd.leader_epoch) > ps.leader_epoch or int(pd.partition_epoch) > ps.partition_epoch:
+            return ErrorCode.not_controller
+        if int(pd.leader_epoch) < ps.leader_epoch:
             return ErrorCode.fenced_leader_epoch
-        if int(pd.partition_epoch) != ps.partition_epoch:
+        if bid != ps.leader:
+            return ErrorCode.invalid_request
+        if int(pd.partition_epoch) < ps.partition_epoch:
             return ErrorCode.invalid_update_version
-        if bid not in new_isr or any(r not in ps.replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
+        # Replicas.validateIsr: members are replicas, no duplicates; the ISR includes the leader
+        if any(r not in ps.replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
+            return ErrorCode.invalid_request
+        if ps.leader not in new_isr:
             return ErrorCode.invalid_request
         lrs = int(pd.leader_recovery_state)
-        if lrs == RECOVERING and (len(new_isr) > 1 or ps.leader_recovery_state == RECOVERED):
+        if lrs == RECOVERING and len(new_isr) > 1:
             return ErrorCode.invalid_request  # KIP-704 (seed 001)
+        if ps.leader_recovery_state == RECOVERED and lrs == RECOVERING:
+            return ErrorCode.invalid_request
+        # ineligibleReplicasForIsr: EVERY member of the proposed ISR, not only the added ones
         for r in new_isr:
-            if r == bid or r in ps.isr:
-                continue
-            if not self._eligible(r):
-                return ErrorCode.ineligible_replica  # KIP-841: fenced/shutting-down replicas
-            if self.cfg.kip903 and version >= 3:
-                e = epochs.get(r, -1)
-                if e != -1 and e != self.image.brokers[r].broker_epoch:
-                    return ErrorCode.ineligible_replica  # KIP-903 (seed 000)
+            reg = self.image.brokers.get(r)
+            e = epochs.get(r, -1)
+            if (reg is None or reg.shutting_down or reg.fenced
+                    or (e != -1 and e != reg.broker_epoch)):  # KIP-903 (seed 000): -1 skips the check
+                return ErrorCode.ineligible_replica if version > 1 else ErrorCode.operation_not_attempted
         return ErrorCode.none
 
     async def h_create_topics(self, header: Any, req: Any, peer: Peer) -> Any:
@@ -471,6 +485,8 @@ class Controller:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.load()
+        # the run records what was in force (MetadataVersion gates and any explicit override)
+        self.ev.emit("features", **self.cfg.features.describe())
         _, host, port = self.cfg["listeners"]
         self.server = Server(CONTROLLER_APIS, {1: self.h_fetch, 19: self.h_create_topics, 56: self.h_alter_partition,
                                                62: self.h_registration, 63: self.h_heartbeat},

@@ -39,6 +39,7 @@ LATEST_IV: dict[tuple[int, int], int] = {
 
 MetadataVersion = tuple[int, int, int]
 
+IBP_3_2_IV0: MetadataVersion = (3, 2, 0)
 IBP_3_5_IV1: MetadataVersion = (3, 5, 1)
 IBP_3_6_IV0: MetadataVersion = (3, 6, 0)
 IBP_3_7_IV0: MetadataVersion = (3, 7, 0)
