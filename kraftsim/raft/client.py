@@ -1,0 +1,751 @@
+"""The raft client: KafkaRaftClient's event loop over kio, for the ``__cluster_metadata`` quorum.
+
+Why asyncio and one loop: Kafka's KafkaRaftClient is a single poll thread — every request,
+response and timer is handled on it, so no two rules ever race. Here every handler runs on the
+one asyncio loop, and state changes happen only between awaits.
+
+What it does (KafkaRaftClient.java, method by method):
+- ``poll`` = pollCurrentState: Leader (check quorum, BeginQuorumEpoch), Candidate (Vote,
+  election timeout, exponential backoff), Follower (Fetch, fetch timeout), Unattached (election
+  timeout), Resigned (EndQuorumEpoch, election timeout);
+- inbound Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch handlers with Kafka's validation and
+  error codes; responses go through maybeHandleCommonResponse;
+- the leader's high watermark moves when a majority of voters fetched past an offset of its own
+  epoch (LeaderState.maybeUpdateHighWatermark); a follower's is min(leader's, own LEO)
+  (updateFollowerHighWatermark); only records below it reach ``on_commit``;
+- a follower told of a diverging epoch truncates (handleFetchResponse, truncateToEndOffset).
+
+Events (shared contract): ``controller_elected`` {epoch, leader, granting_voters, voters,
+epoch_start_offset}, ``controller_resigned`` {epoch, reason}, ``metadata_truncation``
+{from_offset, to_offset, reason, epoch, leader}; the metadata log's recovery gives ``recovery``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+
+from kraftsim.events import EventLog
+from kraftsim.raft.config import QuorumConfig
+from kraftsim.raft.log import PARTITION, TOPIC, RaftLog
+from kraftsim.raft.states import (RETRY_BACKOFF_BASE_MS, Candidate, Follower, Leader, QuorumState, Resigned,
+                                  Unattached)
+from kraftsim.raft.store import NO_LEADER, FileQuorumStateStore
+from kraftsim.wire import Client, Peer, build
+
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
+#: what the raft listener advertises; Fetch 12 is also the brokers' metadata Fetch version.
+RAFT_APIS = {VOTE: (0, 0), BEGIN_QUORUM_EPOCH: (0, 0), END_QUORUM_EPOCH: (0, 0), FETCH: (12, 12)}
+FETCH_MAX_BYTES = 1 << 20
+
+CommitCallback = Callable[[list[tuple[int, int, dict[str, Any]]]], None]
+
+
+class NotLeader(Exception):
+    """An append on a node that is not the leader, or whose leadership ended before commit."""
+
+    def __init__(self, leader_id: int, epoch: int):
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id, self.epoch = leader_id, epoch
+
+
+class RaftClient:
+    def __init__(self, node_id: int, cluster_id: str, host: str, quorum: QuorumConfig, log: RaftLog,
+                 events: EventLog, on_commit: CommitCallback | None = None, rng: random.Random | None = None):
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.host = host
+        self.config = quorum
+        self.log = log
+        self.ev = events
+        self.on_commit = on_commit
+        self.rng = rng or random.Random()
+        self.voters = frozenset(quorum.voters)
+        self.quorum = QuorumState(node_id, self.voters, FileQuorumStateStore(log.dir / "quorum-state"),
+                                  election_timeout_ms=quorum.election_timeout_ms,
+                                  fetch_timeout_ms=quorum.fetch_timeout_ms, rng=self.rng)
+        self.clients: dict[int, Client] = {}
+        self.inflight: dict[int, asyncio.Task] = {}
+        self.backoff_until: dict[int, float] = {}
+        self.generation = 0  # bumped on every transition: older responses are ignored (resetConnections)
+        self.wake = asyncio.Event()
+        self.progress = asyncio.Event()  # LEO/HWM/state changed: parked fetches re-check (fetchPurgatory)
+        self.applied = 0  # next offset the state machine has not seen
+        self.append_waiters: list[tuple[int, asyncio.Future]] = []
+        self.shutting_down = False
+        self.listeners: list[Callable[[], None]] = []  # told after every state change
+
+    # ================================================================== plumbing
+
+    def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Awaitable[Any]]]:
+        return {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
+                END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch}
+
+    def _kick(self) -> None:
+        self.wake.set()
+        self.progress.set()
+        self.progress = asyncio.Event()
+
+    def _client(self, dest: int) -> Client:
+        c = self.clients.get(dest)
+        if c is None:
+            host, port = self.config.voters[dest]
+            c = Client(host, port, f"raft-{self.node_id}", local_host=self.host)
+            self.clients[dest] = c
+        return c
+
+    def _reset_connections(self) -> None:
+        """KafkaRaftClient.resetConnections: forget in-flight requests; their responses are ignored."""
+        self.generation += 1
+        self.inflight.clear()
+        self.backoff_until.clear()
+
+    def _maybe_send(self, dest: int, now: float, build_req: Callable[[], Any],
+                    on_response: Callable[[int, Any, float], bool]) -> None:
+        """RequestManager: one request in flight per destination, retry backoff after a failure."""
+        if dest in self.inflight or now < self.backoff_until.get(dest, 0.0):
+            return
+        gen = self.generation
+        req = build_req()
+        timeout = self.config.request_timeout_ms / 1000
+        if type(req).__api_key__ == FETCH:
+            timeout += self.config.fetch_max_wait_ms / 1000
+
+        async def go() -> None:
+            ok = False
+            try:
+                resp = await self._client(dest).request(req, timeout=timeout)
+                if gen == self.generation:
+                    ok = on_response(dest, resp, time.monotonic())
+                else:
+                    ok = True
+            except (OSError, asyncio.TimeoutError, ConnectionError) as e:
+                self.ev.log(f"raft: request {type(req).__name__} to {dest} failed: {type(e).__name__}")
+            except Exception as e:  # noqa: BLE001 - a bad response must not kill the loop; say why
+                self.ev.log(f"raft: handling {type(req).__name__} response from {dest} failed: {type(e).__name__}: {e}")
+            finally:
+                if gen == self.generation:
+                    self.inflight.pop(dest, None)
+                    if not ok:
+                        self.backoff_until[dest] = time.monotonic() + self.config.retry_backoff_ms / 1000
+                self.wake.set()
+
+        self.inflight[dest] = asyncio.ensure_future(go())
+
+    def _state_changed(self) -> None:
+        self._reset_connections()
+        for cb in list(self.listeners):
+            cb()
+        self._kick()
+
+    # ================================================================== lifecycle
+
+    def initialize(self) -> None:
+        """KafkaRaftClient.initialize: resume the persisted state; a lone voter elects itself."""
+        now = time.monotonic()
+        self.quorum.initialize(self.log.last_fetched_epoch, now)
+        if len(self.voters) == 1 and self.node_id in self.voters and not isinstance(self.quorum.state, Candidate):
+            if isinstance(self.quorum.state, Leader):
+                pass
+            else:
+                self.quorum.transition_to_candidate(now)
+        if isinstance(self.quorum.state, Candidate):
+            self._on_become_candidate(now)
+        self._state_changed()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """The poll loop (KafkaRaftClient.poll) until ``stop``; then a graceful shutdown."""
+        self.initialize()
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                try:
+                    wait = self.poll(now)
+                except Exception as e:  # noqa: BLE001 - keep polling; the reason goes to process.log
+                    self.ev.log(f"raft: poll failed: {type(e).__name__}: {e}")
+                    wait = 0.05
+                self.wake.clear()
+                waker = asyncio.ensure_future(self.wake.wait())
+                await asyncio.wait([waker, stopper], timeout=max(0.0, min(wait, 0.1)),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                waker.cancel()
+        finally:
+            stopper.cancel()
+        await self.shutdown()
+
+    async def shutdown(self, timeout_s: float = 1.0) -> None:
+        """KafkaRaftClient.shutdown: a leader resigns and tells the voters (EndQuorumEpoch), so
+        a successor is elected at once instead of after a fetch timeout."""
+        self.shutting_down = True
+        now = time.monotonic()
+        if isinstance(self.quorum.state, Leader):
+            self._resign(now, "shutdown")
+        if isinstance(self.quorum.state, Resigned):
+            deadline = now + timeout_s
+            while time.monotonic() < deadline and self.quorum.state.unacked:
+                self._poll_resigned(time.monotonic())
+                await asyncio.sleep(0.02)
+        for c in self.clients.values():
+            c.close()
+        self._fail_appends()
+
+    # ================================================================== poll
+
+    def poll(self, now: float) -> float:
+        """KafkaRaftClient.pollCurrentState: returns seconds until something is due."""
+        s = self.quorum.state
+        if isinstance(s, Leader):
+            return self._poll_leader(s, now)
+        if isinstance(s, Candidate):
+            return self._poll_candidate(s, now)
+        if isinstance(s, Follower):
+            if now >= s.fetch_deadline:  # pollFollowerAsVoter: fetch timeout -> candidate
+                self.ev.log(f"raft: no Fetch answer from leader {s.leader_id} within the fetch timeout; candidate")
+                self._transition_to_candidate(now)
+                return 0.0
+            self._maybe_send(s.leader_id, now, self._build_fetch, self._handle_fetch_response)
+            return s.fetch_deadline - now
+        if isinstance(s, Unattached):
+            if self.shutting_down:
+                return 0.1
+            if now >= s.election_deadline:  # pollUnattachedAsVoter
+                self._transition_to_candidate(now)
+                return 0.0
+            return s.election_deadline - now
+        return self._poll_resigned(now)
+
+    def _poll_leader(self, s: Leader, now: float) -> float:
+        """KafkaRaftClient.pollLeader: resign when a majority stopped fetching (check quorum);
+        BeginQuorumEpoch to every other voter every fetch.timeout.ms / 2."""
+        if self.shutting_down or s.check_quorum_expired(now):
+            self._resign(now, "check_quorum" if not self.shutting_down else "shutdown")
+            return 0.0
+        if now >= s.begin_quorum_next:
+            for v in self.voters - {self.node_id}:
+                self._maybe_send(v, now, self._build_begin_quorum_epoch, self._handle_begin_quorum_epoch_response)
+            s.begin_quorum_next = now + self.config.fetch_timeout_ms / 2000
+        return min(s.begin_quorum_next, s.check_quorum_deadline) - now
+
+    def _poll_candidate(self, s: Candidate, now: float) -> float:
+        """KafkaRaftClient.pollCandidate."""
+        if s.backoff_until is not None:
+            if now >= s.backoff_until:
+                self._transition_to_candidate(now)
+                return 0.0
+            return s.backoff_until - now
+        if now >= s.election_deadline:
+            s.backoff_until = now + self._binary_exponential_backoff_ms(s.retries) / 1000
+            self.ev.log(f"raft: election in epoch {s.epoch} timed out; backing off")
+            return s.backoff_until - now
+        if not s.is_vote_rejected():
+            for v in s.unrecorded_voters():
+                self._maybe_send(v, now, self._build_vote, self._handle_vote_response)
+        return s.election_deadline - now
+
+    def _poll_resigned(self, now: float) -> float:
+        """KafkaRaftClient.pollResigned: EndQuorumEpoch to voters that have not answered; after
+        the election timeout, a candidate."""
+        s = self.quorum.state
+        assert isinstance(s, Resigned)
+        for v in list(s.unacked):
+            self._maybe_send(v, now, self._build_end_quorum_epoch, self._handle_end_quorum_epoch_response)
+        if self.shutting_down:
+            return 0.05
+        if now >= s.election_deadline:
+            self._transition_to_candidate(now)
+            return 0.0
+        return s.election_deadline - now
+
+    def _binary_exponential_backoff_ms(self, retries: int) -> int:
+        """KafkaRaftClient.binaryExponentialElectionBackoffMs."""
+        return min(RETRY_BACKOFF_BASE_MS * self.rng.randrange(2 << min(20, retries - 1)),
+                   self.config.election_backoff_max_ms)
+
+    def _strict_exponential_backoff_ms(self, position: int, total: int) -> int:
+        """KafkaRaftClient.strictExponentialElectionBackoffMs (EndQuorumEpoch successors)."""
+        if position == 0:
+            return 0
+        if position < 0 or position >= total:
+            return self.config.election_backoff_max_ms
+        base = self.config.election_backoff_max_ms >> (total - 1)
+        return min(self.config.election_backoff_max_ms, base << (position - 1))
+
+    # ================================================================== transitions
+
+    def _was_leader_ends(self, reason: str) -> None:
+        s = self.quorum.state
+        if isinstance(s, Leader):
+            self.ev.emit("controller_resigned", epoch=s.epoch, leader=self.node_id, reason=reason,
+                         high_watermark=s.high_watermark if s.high_watermark is not None else -1,
+                         log_end_offset=self.log.end_offset)
+
+    def _transition_to_candidate(self, now: float) -> None:
+        self.quorum.transition_to_candidate(now)
+        self._on_become_candidate(now)
+        self._state_changed()
+
+    def _on_become_candidate(self, now: float) -> None:
+        """KafkaRaftClient.onBecomeCandidate: a lone voter is elected at once."""
+        s = self.quorum.state
+        if isinstance(s, Candidate) and s.is_vote_granted():
+            self._on_become_leader(now)
+
+    def _on_become_leader(self, now: float) -> None:
+        """KafkaRaftClient.onBecomeLeader: the epoch starts at the LEO with a LeaderChange control
+        batch, because the high watermark can only pass a record of the leader's own epoch."""
+        start = self.log.end_offset
+        s = self.quorum.transition_to_leader(start, now)
+        self.log.append_leader_change(s.epoch, self.node_id, sorted(self.voters), sorted(s.granting))
+        s.update_local_state(self.log.end_offset)
+        s.begin_quorum_next = now
+        self.ev.emit("controller_elected", epoch=s.epoch, leader=self.node_id,
+                     granting_voters=sorted(s.granting), voters=sorted(self.voters), epoch_start_offset=start)
+        self.ev.log(f"raft: elected leader of epoch {s.epoch} by {sorted(s.granting)}")
+        self._after_high_watermark()
+
+    def _transition_to_follower(self, epoch: int, leader: int, now: float) -> None:
+        self._was_leader_ends("higher_epoch")
+        self.quorum.transition_to_follower(epoch, leader, now)
+        self._fail_appends()  # onBecomeFollower: the append purgatory fails
+        self._state_changed()
+
+    def _transition_to_unattached(self, epoch: int, now: float) -> None:
+        self._was_leader_ends("higher_epoch")
+        self.quorum.transition_to_unattached(epoch, now)
+        self._fail_appends()
+        self._state_changed()
+
+    def _resign(self, now: float, reason: str) -> None:
+        """KafkaRaftClient.transitionToResigned, preferred successors by descending fetch offset."""
+        s = self.quorum.state
+        assert isinstance(s, Leader)
+        self._was_leader_ends(reason)
+        self.quorum.transition_to_resigned(s.non_leader_voters_by_descending_fetch_offset(), now)
+        self._fail_appends()
+        self._state_changed()
+
+    def _has_consistent_leader(self, epoch: int, leader: int) -> bool:
+        """KafkaRaftClient.hasConsistentLeader."""
+        if leader >= 0 and leader == self.node_id:
+            return isinstance(self.quorum.state, Leader)
+        return (epoch != self.quorum.epoch or leader < 0 or not self.quorum.has_leader()
+                or leader == self.quorum.leader_id)
+
+    def _maybe_transition(self, leader: int, epoch: int, now: float) -> None:
+        """KafkaRaftClient.maybeTransition: a larger epoch -> Follower (leader known) or
+        Unattached; the same epoch with a newly known leader -> Follower."""
+        if not self._has_consistent_leader(epoch, leader):
+            self.ev.log(f"raft: leader {leader} in epoch {epoch} is inconsistent with leader "
+                        f"{self.quorum.leader_id} of epoch {self.quorum.epoch}; ignored")
+            return
+        if epoch > self.quorum.epoch:
+            if leader >= 0 and leader != self.node_id:
+                self._transition_to_follower(epoch, leader, now)
+            else:
+                self._transition_to_unattached(epoch, now)
+        elif leader >= 0 and leader != self.node_id and not self.quorum.has_leader():
+            self._transition_to_follower(epoch, leader, now)
+
+    def _maybe_handle_common_response(self, error: ErrorCode, leader: int, epoch: int, now: float) -> bool | None:
+        """KafkaRaftClient.maybeHandleCommonResponse: None = let the API handler continue."""
+        if epoch < self.quorum.epoch or error == ErrorCode.unknown_leader_epoch:
+            return True
+        if epoch > self.quorum.epoch or error in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower):
+            self._maybe_transition(leader, epoch, now)
+            return True
+        if epoch == self.quorum.epoch and leader >= 0 and not self.quorum.has_leader():
+            self._maybe_transition(leader, epoch, now)
+            return None if error == ErrorCode.none else True
+        if error == ErrorCode.broker_not_available:
+            return False
+        if error == ErrorCode.invalid_request:
+            self.ev.log("raft: a voter answered INVALID_REQUEST")
+            return False
+        return None
+
+    # ================================================================== commit
+
+    def _after_high_watermark(self) -> None:
+        """Hand committed records to the state machine (KafkaRaftClient.updateListenersProgress)
+        and complete appends that are now committed (onUpdateLeaderHighWatermark)."""
+        hw = self.quorum.high_watermark
+        if hw is None:
+            return
+        if hw > self.applied:
+            batch = list(self.log.committed(self.applied, hw))
+            self.applied = hw
+            if batch and self.on_commit is not None:
+                self.on_commit(batch)
+        still = []
+        for off, fut in self.append_waiters:
+            if off < hw:
+                if not fut.done():
+                    fut.set_result(off)
+            else:
+                still.append((off, fut))
+        self.append_waiters = still
+        self._kick()
+
+    def _fail_appends(self) -> None:
+        for _, fut in self.append_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeader(self.quorum.leader_id, self.quorum.epoch))
+        self.append_waiters = []
+
+    def is_leader(self) -> bool:
+        return isinstance(self.quorum.state, Leader)
+
+    def append(self, records: list[dict[str, Any]]) -> tuple[int, asyncio.Future]:
+        """Leader append (KafkaRaftClient.prepareAppend/append): written and flushed now; the
+        future completes with the last offset once it is committed, or fails with NotLeader if
+        leadership ends first (the append purgatory is failed on a leader change)."""
+        s = self.quorum.state
+        if not isinstance(s, Leader) or self.shutting_down:
+            raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
+        _, last = self.log.append_as_leader(records, s.epoch)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.append_waiters.append((last, fut))
+        if s.update_local_state(self.log.end_offset):
+            self._after_high_watermark()
+        self._kick()
+        return last, fut
+
+    # ================================================================== requests we build
+
+    def _topic(self, partition: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"topic_name": TOPIC, "partitions": [{"partition_index": PARTITION, **partition}]}]
+
+    def _build_vote(self) -> Any:
+        """KafkaRaftClient.buildVoteRequest: candidate epoch and the last (epoch, offset) of its log."""
+        end, last_epoch = self.log.end_offset_and_epoch()
+        return build(load_request_schema(VOTE, 0), {
+            "cluster_id": self.cluster_id,
+            "topics": self._topic({"replica_epoch": self.quorum.epoch, "replica_id": self.node_id,
+                                   "last_offset_epoch": last_epoch, "last_offset": end})})
+
+    def _build_begin_quorum_epoch(self) -> Any:
+        return build(load_request_schema(BEGIN_QUORUM_EPOCH, 0), {
+            "cluster_id": self.cluster_id,
+            "topics": self._topic({"leader_id": self.node_id, "leader_epoch": self.quorum.epoch})})
+
+    def _build_end_quorum_epoch(self) -> Any:
+        s = self.quorum.state
+        preferred = s.preferred_successors if isinstance(s, Resigned) else []
+        return build(load_request_schema(END_QUORUM_EPOCH, 0), {
+            "cluster_id": self.cluster_id,
+            "topics": self._topic({"leader_id": self.node_id, "leader_epoch": self.quorum.epoch,
+                                   "preferred_successors": list(preferred)})})
+
+    def _build_fetch(self) -> Any:
+        """KafkaRaftClient.buildFetchRequest: fetch offset = LEO, last fetched epoch, our epoch."""
+        return build(load_request_schema(FETCH, 12), {
+            "cluster_id": self.cluster_id, "replica_id": self.node_id,
+            "max_wait": self.config.fetch_max_wait_ms, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
+            "topics": [{"topic": TOPIC, "partitions": [{
+                "partition": PARTITION, "current_leader_epoch": self.quorum.epoch,
+                "fetch_offset": self.log.end_offset, "last_fetched_epoch": self.log.last_fetched_epoch,
+                "log_start_offset": 0, "partition_max_bytes": FETCH_MAX_BYTES}]}]})
+
+    # ================================================================== responses we get
+
+    @staticmethod
+    def _single(resp: Any) -> Any | None:
+        if not resp.topics or resp.topics[0].topic_name != TOPIC or not resp.topics[0].partitions:
+            return None
+        return resp.topics[0].partitions[0]
+
+    def _handle_vote_response(self, src: int, resp: Any, now: float) -> bool:
+        """KafkaRaftClient.handleVoteResponse."""
+        if resp.error_code != ErrorCode.none:
+            return False
+        p = self._single(resp)
+        if p is None:
+            return False
+        handled = self._maybe_handle_common_response(p.error_code, int(p.leader_id), int(p.leader_epoch), now)
+        if handled is not None:
+            return handled
+        if p.error_code != ErrorCode.none:
+            return False
+        s = self.quorum.state
+        if isinstance(s, Candidate):
+            if p.vote_granted:
+                s.granted.add(src)
+                s.rejected.discard(src)
+                if s.is_vote_granted():
+                    self._on_become_leader(now)
+                    self._state_changed()
+            else:
+                s.rejected.add(src)
+                # "If our vote is rejected, we go immediately to the random backoff."
+                if s.is_vote_rejected() and s.backoff_until is None:
+                    s.backoff_until = now + self._binary_exponential_backoff_ms(s.retries) / 1000
+        return True
+
+    def _handle_begin_quorum_epoch_response(self, src: int, resp: Any, now: float) -> bool:
+        if resp.error_code != ErrorCode.none:
+            return False
+        p = self._single(resp)
+        if p is None:
+            return False
+        handled = self._maybe_handle_common_response(p.error_code, int(p.leader_id), int(p.leader_epoch), now)
+        if handled is not None:
+            return handled
+        s = self.quorum.state
+        if p.error_code == ErrorCode.none and isinstance(s, Leader):
+            s.begin_quorum_acked.add(src)
+        return p.error_code == ErrorCode.none
+
+    def _handle_end_quorum_epoch_response(self, src: int, resp: Any, now: float) -> bool:
+        if resp.error_code != ErrorCode.none:
+            return False
+        p = self._single(resp)
+        if p is None:
+            return False
+        handled = self._maybe_handle_common_response(p.error_code, int(p.leader_id), int(p.leader_epoch), now)
+        s = self.quorum.state
+        if isinstance(s, Resigned):
+            s.unacked.discard(src)
+        return True if handled is None else handled
+
+    def _handle_fetch_response(self, src: int, resp: Any, now: float) -> bool:
+        """KafkaRaftClient.handleFetchResponse: truncate on a diverging epoch (never below the
+        high watermark), else append and take min(leader HWM, own LEO); reset the fetch timer."""
+        if resp.error_code != ErrorCode.none:
+            return False
+        if not resp.responses or resp.responses[0].topic != TOPIC or not resp.responses[0].partitions:
+            return False
+        p = resp.responses[0].partitions[0]
+        leader, epoch = int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)
+        handled = self._maybe_handle_common_response(p.error_code, leader, epoch, now)
+        if handled is not None:
+            return handled
+        s = self.quorum.state
+        if not isinstance(s, Follower):
+            return True
+        if p.error_code != ErrorCode.none:
+            return False
+        div = p.diverging_epoch
+        if int(div.epoch) >= 0:
+            end, dep = int(div.end_offset), int(div.epoch)
+            if s.high_watermark is not None and end < s.high_watermark:
+                # Kafka throws: the leader asked to truncate committed data. Never obey that.
+                self.ev.log(f"raft: leader {s.leader_id} asked to truncate to {end} below the high watermark "
+                            f"{s.high_watermark}; refused")
+                return False
+            self._truncation_context = {"epoch": self.quorum.epoch, "leader": s.leader_id,
+                                        "diverging_epoch": dep, "diverging_end_offset": end}
+            try:
+                at = self.log.truncate_to_end_offset(end, dep)
+            finally:
+                self._truncation_context = None
+            if at < self.applied:
+                self.ev.log(f"raft: truncated to {at} below applied offset {self.applied}")
+                self.applied = at
+        else:
+            if p.records:
+                self.log.append_as_follower(bytes(p.records))
+            hw = int(p.high_watermark)
+            if hw >= 0:
+                new_hw = min(hw, self.log.end_offset)
+                if s.high_watermark is None or new_hw > s.high_watermark:
+                    s.high_watermark = new_hw  # KafkaRaftClient.updateFollowerHighWatermark
+                    self._after_high_watermark()
+        s.fetch_deadline = now + self.config.fetch_timeout_ms / 1000  # state.resetFetchTimeout
+        self._kick()
+        return True
+
+    _truncation_context: dict[str, Any] | None = None
+
+    def storage_event(self, name: str, fields: dict[str, Any]) -> None:
+        """Events from the metadata log's storage: a truncation is ``metadata_truncation``."""
+        if name == "truncation":
+            self.ev.emit("metadata_truncation", **fields, **(self._truncation_context or {}))
+        else:
+            self.ev.emit(name, **fields)
+
+    # ================================================================== requests we answer
+
+    def _valid_cluster(self, cid: str | None) -> bool:
+        """KafkaRaftClient.hasValidClusterId: absent is accepted (old clients), else must match."""
+        return cid is None or cid == "" or cid == self.cluster_id
+
+    def _valid_partition(self, topics: Any, name_attr: str = "topic_name") -> Any | None:
+        if len(topics) != 1 or getattr(topics[0], name_attr) != TOPIC or len(topics[0].partitions) != 1:
+            return None
+        p = topics[0].partitions[0]
+        idx = getattr(p, "partition_index", getattr(p, "partition", -1))
+        return p if int(idx) == PARTITION else None
+
+    def _reply(self, api: int, version: int, error: ErrorCode, **partition: Any) -> Any:
+        """A singleton response with our epoch and leader (RaftUtil.singleton*Response)."""
+        return build(load_response_schema(api, version), {
+            "error_code": ErrorCode.none,
+            "topics": self._topic({"error_code": error, "leader_id": self.quorum.leader_id,
+                                   "leader_epoch": self.quorum.epoch, **partition})})
+
+    def _validate_voter_only(self, remote: int, epoch: int) -> ErrorCode | None:
+        """KafkaRaftClient.validateVoterOnlyRequest."""
+        if epoch < self.quorum.epoch:
+            return ErrorCode.fenced_leader_epoch
+        if remote < 0:
+            return ErrorCode.invalid_request
+        return None
+
+    async def h_vote(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaRaftClient.handleVoteRequest."""
+        v = req.__version__
+        cls = load_response_schema(VOTE, v)
+        if not self._valid_cluster(req.cluster_id):
+            return build(cls, {"error_code": ErrorCode.inconsistent_cluster_id})
+        p = self._valid_partition(req.topics)
+        if p is None:
+            return build(cls, {"error_code": ErrorCode.invalid_request})
+        cand, cand_epoch = int(p.replica_id), int(p.replica_epoch)
+        last_epoch, last_offset = int(p.last_offset_epoch), int(p.last_offset)
+        if last_offset < 0 or last_epoch < 0 or last_epoch >= cand_epoch:
+            return self._reply(VOTE, v, ErrorCode.invalid_request, vote_granted=False)
+        err = self._validate_voter_only(cand, cand_epoch)
+        if err is not None:
+            return self._reply(VOTE, v, err, vote_granted=False)
+        now = time.monotonic()
+        if cand_epoch > self.quorum.epoch:
+            self._transition_to_unattached(cand_epoch, now)
+        end, our_epoch = self.log.end_offset_and_epoch()
+        # OffsetAndEpoch.compareTo: epoch first, then offset.
+        up_to_date = (last_epoch, last_offset) >= (our_epoch, end)
+        granted = cand != self.node_id and self.quorum.can_grant_vote(cand, up_to_date)
+        if granted and self.quorum.is_unattached_not_voted():
+            self.quorum.transition_to_unattached_voted(cand_epoch, cand, now)
+            self._state_changed()
+        self.ev.log(f"raft: vote for {cand} in epoch {cand_epoch} ({last_epoch}:{last_offset} vs ours "
+                    f"{our_epoch}:{end}): {'granted' if granted else 'rejected'}")
+        return self._reply(VOTE, v, ErrorCode.none, vote_granted=granted)
+
+    async def h_begin_quorum_epoch(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaRaftClient.handleBeginQuorumEpochRequest."""
+        v = req.__version__
+        cls = load_response_schema(BEGIN_QUORUM_EPOCH, v)
+        if not self._valid_cluster(req.cluster_id):
+            return build(cls, {"error_code": ErrorCode.inconsistent_cluster_id})
+        p = self._valid_partition(req.topics)
+        if p is None:
+            return build(cls, {"error_code": ErrorCode.invalid_request})
+        leader, epoch = int(p.leader_id), int(p.leader_epoch)
+        err = self._validate_voter_only(leader, epoch)
+        if err is not None:
+            return self._reply(BEGIN_QUORUM_EPOCH, v, err)
+        self._maybe_transition(leader, epoch, time.monotonic())
+        return self._reply(BEGIN_QUORUM_EPOCH, v, ErrorCode.none)
+
+    async def h_end_quorum_epoch(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaRaftClient.handleEndQuorumEpochRequest: a follower of the resigning leader cuts its
+        fetch timeout to its position among the preferred successors (endEpochElectionBackoff)."""
+        v = req.__version__
+        cls = load_response_schema(END_QUORUM_EPOCH, v)
+        if not self._valid_cluster(req.cluster_id):
+            return build(cls, {"error_code": ErrorCode.inconsistent_cluster_id})
+        p = self._valid_partition(req.topics)
+        if p is None:
+            return build(cls, {"error_code": ErrorCode.invalid_request})
+        leader, epoch = int(p.leader_id), int(p.leader_epoch)
+        err = self._validate_voter_only(leader, epoch)
+        if err is not None:
+            return self._reply(END_QUORUM_EPOCH, v, err)
+        now = time.monotonic()
+        self._maybe_transition(leader, epoch, now)
+        s = self.quorum.state
+        if isinstance(s, Follower) and s.leader_id == leader:
+            succ = [int(x) for x in p.preferred_successors]
+            pos = succ.index(self.node_id) if self.node_id in succ else len(succ)
+            s.fetch_deadline = now + self._strict_exponential_backoff_ms(pos, len(succ)) / 1000
+            self.wake.set()
+        return self._reply(END_QUORUM_EPOCH, v, ErrorCode.none)
+
+    def _fetch_reply(self, version: int, error: ErrorCode, records: bytes | None = None,
+                     diverging: tuple[int, int] | None = None, top_error: ErrorCode = ErrorCode.none) -> Any:
+        """KafkaRaftClient.buildFetchResponse: current leader and epoch always, the HWM if known."""
+        hw = self.quorum.high_watermark if isinstance(self.quorum.state, Leader) else None
+        part: dict[str, Any] = {
+            "partition_index": PARTITION, "error_code": error, "high_watermark": hw if hw is not None else -1,
+            "last_stable_offset": -1, "log_start_offset": 0, "records": records,
+            "current_leader": {"leader_id": self.quorum.leader_id, "leader_epoch": self.quorum.epoch}}
+        if diverging is not None:
+            part["diverging_epoch"] = {"end_offset": diverging[0], "epoch": diverging[1]}
+        return build(load_response_schema(FETCH, version), {
+            "error_code": top_error, "responses": [{"topic": TOPIC, "partitions": [part]}]})
+
+    async def h_fetch(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaRaftClient.handleFetchRequest + tryCompleteFetchRequest: leader-only, with the
+        fetch parked until new data, a new high watermark or a state change (fetchPurgatory)."""
+        v = req.__version__
+        if not self._valid_cluster(req.cluster_id):
+            return self._fetch_reply(v, ErrorCode.none, top_error=ErrorCode.inconsistent_cluster_id)
+        p = self._valid_partition(req.topics, "topic")
+        if p is None:
+            return self._fetch_reply(v, ErrorCode.none, top_error=ErrorCode.invalid_request)
+        max_wait = req.max_wait.total_seconds()
+        fetch_offset, last_epoch = int(p.fetch_offset), int(p.last_fetched_epoch)
+        if max_wait < 0 or fetch_offset < 0 or last_epoch < 0 or last_epoch > int(p.current_leader_epoch):
+            return self._fetch_reply(v, ErrorCode.invalid_request)
+        replica = int(req.replica_id)
+        deadline = time.monotonic() + min(max_wait, self.config.fetch_max_wait_ms / 1000)
+        while True:
+            waiter = self.progress
+            resp, wait = self._try_complete_fetch(v, replica, p, fetch_offset, last_epoch)
+            if not wait or time.monotonic() >= deadline:
+                return resp
+            try:
+                await asyncio.wait_for(waiter.wait(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                pass
+
+    def _try_complete_fetch(self, v: int, replica: int, p: Any, fetch_offset: int, last_epoch: int) -> tuple[Any, bool]:
+        """(response, park it?) — KafkaRaftClient.tryCompleteFetchRequest."""
+        epoch = int(p.current_leader_epoch)
+        if epoch < self.quorum.epoch:  # validateLeaderOnlyRequest
+            return self._fetch_reply(v, ErrorCode.fenced_leader_epoch), False
+        if epoch > self.quorum.epoch:
+            return self._fetch_reply(v, ErrorCode.unknown_leader_epoch), False
+        s = self.quorum.state
+        if not isinstance(s, Leader):
+            return self._fetch_reply(v, ErrorCode.not_leader_or_follower), False
+        if self.shutting_down:
+            return self._fetch_reply(v, ErrorCode.broker_not_available), False
+        valid, (off, ep) = self.log.validate_offset_and_epoch(fetch_offset, last_epoch)
+        if not valid:
+            return self._fetch_reply(v, ErrorCode.none, diverging=(off, ep)), False
+        if fetch_offset > self.log.end_offset:
+            return self._fetch_reply(v, ErrorCode.none, diverging=self.log.end_offset_for_epoch(last_epoch)), False
+        records = self.log.read(fetch_offset, FETCH_MAX_BYTES) if fetch_offset < self.log.end_offset else b""
+        if replica in self.voters and replica != self.node_id:
+            if s.update_replica_state(replica, fetch_offset, time.monotonic()):
+                self._after_high_watermark()
+        resp = self._fetch_reply(v, ErrorCode.none, records=records or None)
+        return resp, not records
+
+    # ================================================================== status (tests, observer)
+
+    def status(self) -> dict[str, Any]:
+        s = self.quorum.state
+        hw = self.quorum.high_watermark
+        return {"node": self.node_id, "state": s.name, "epoch": s.epoch, "leader": self.quorum.leader_id,
+                "log_end_offset": self.log.end_offset, "last_epoch": self.log.last_fetched_epoch,
+                "high_watermark": hw if hw is not None else -1, "applied": self.applied, "wall": time.time(),
+                "pid": os.getpid()}
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    os.replace(tmp, path)
+
+
+__all__ = ["NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "write_json_atomic"]

@@ -1,0 +1,343 @@
+"""Quorum states and their transitions, as Kafka's QuorumState and *State classes define them.
+
+Why a pure module: these rules decide who may vote for whom and who may lead; keeping them free
+of I/O lets the conformance tests drive them the way QuorumStateTest does, and the network code
+(client.py) only asks and obeys. Times are ``time.monotonic()`` seconds.
+
+States (QuorumState.java class comment):
+- Unattached(epoch, voted?, leader?): no leader known, maybe voted; times out into Candidate.
+- Candidate(epoch): voted for itself; Leader on a majority of granted votes.
+- Leader(epoch, epoch start offset): replicates; high watermark = majority's end offset.
+- Follower(epoch, leader): fetches; times out into Candidate after ``fetch.timeout.ms``.
+- Resigned(epoch): a former leader telling voters (EndQuorumEpoch) before someone else is elected.
+
+Every transition is written to the quorum-state file before it takes effect
+(QuorumState.durableTransitionTo).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from kraftsim.raft.store import NO_LEADER, NOT_VOTED, ElectionState, FileQuorumStateStore
+
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR
+RETRY_BACKOFF_BASE_MS = 50  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS
+
+
+@dataclass
+class Unattached:
+    epoch: int
+    voted_id: int = NOT_VOTED
+    leader_id: int = NO_LEADER
+    election_deadline: float = 0.0
+    name: str = "Unattached"
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, self.voted_id, voters)
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        """UnattachedState.canGrantVote: the same candidate again, else only without a vote or a
+        known leader, and only if the candidate's log is at least as up to date."""
+        if self.voted_id != NOT_VOTED:
+            return self.voted_id == candidate
+        if self.leader_id != NO_LEADER:
+            return False
+        return log_up_to_date
+
+
+@dataclass
+class Candidate:
+    epoch: int
+    local_id: int
+    voters: frozenset[int]
+    retries: int
+    election_deadline: float
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    backoff_until: float | None = None
+    name: str = "Candidate"
+
+    def __post_init__(self) -> None:
+        self.granted.add(self.local_id)  # CandidateState: the vote for itself
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, NO_LEADER, self.local_id, voters)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def is_vote_granted(self) -> bool:
+        """CandidateState.isVoteGranted: a majority of the voters (itself included) granted."""
+        return len(self.granted) >= self.majority
+
+    def is_vote_rejected(self) -> bool:
+        """CandidateState.isVoteRejected: a majority can no longer be reached."""
+        return len(self.voters) - len(self.rejected) < self.majority
+
+    def unrecorded_voters(self) -> set[int]:
+        return set(self.voters) - self.granted - self.rejected
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        return False  # CandidateState.canGrantVote: it voted for itself
+
+
+@dataclass
+class ReplicaState:
+    end_offset: int | None = None
+    last_fetch: float = 0.0
+
+
+@dataclass
+class Leader:
+    epoch: int
+    local_id: int
+    voters: frozenset[int]
+    epoch_start_offset: int
+    granting: frozenset[int]
+    check_quorum_timeout_s: float
+    now: float
+    high_watermark: int | None = None
+    replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    fetched_voters: set[int] = field(default_factory=set)
+    begin_quorum_acked: set[int] = field(default_factory=set)
+    check_quorum_deadline: float = 0.0
+    begin_quorum_next: float = 0.0
+    name: str = "Leader"
+
+    def __post_init__(self) -> None:
+        self.replicas = {v: ReplicaState() for v in self.voters}
+        self.check_quorum_deadline = self.now + self.check_quorum_timeout_s
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, self.local_id, NOT_VOTED, voters)
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        return False  # LeaderState.canGrantVote
+
+    def update_local_state(self, end_offset: int) -> bool:
+        """LeaderState.updateLocalState: the leader's own flushed end offset counts."""
+        self.replicas[self.local_id].end_offset = end_offset
+        return self._maybe_update_high_watermark()
+
+    def update_replica_state(self, replica: int, fetch_offset: int, now: float) -> bool:
+        """LeaderState.updateReplicaState: a voter's Fetch offset is its end offset; only voters
+        move the high watermark. Also the check-quorum bookkeeping
+        (LeaderState.updateCheckQuorumForFollowingVoter)."""
+        st = self.replicas.get(replica)
+        if st is None:
+            return False
+        st.end_offset = fetch_offset
+        st.last_fetch = now
+        self.fetched_voters.add(replica)
+        if len(self.fetched_voters) >= len(self.voters) // 2 + 1 - 1:  # the leader counts itself
+            self.fetched_voters.clear()
+            self.check_quorum_deadline = now + self.check_quorum_timeout_s
+        return self._maybe_update_high_watermark()
+
+    def _maybe_update_high_watermark(self) -> bool:
+        """LeaderState.maybeUpdateHighWatermark: the end offset at index ``voters/2`` of the voters
+        sorted by descending end offset is on a majority; it becomes the high watermark only if it
+        lies past the epoch start offset (the leader must commit a record of its own epoch before
+        exposing earlier ones) and never moves backwards."""
+        offsets = sorted((s.end_offset for s in self.replicas.values() if s.end_offset is not None), reverse=True)
+        idx = len(self.voters) // 2
+        if len(offsets) <= idx:
+            return False
+        candidate = offsets[idx]
+        if candidate <= self.epoch_start_offset:
+            return False
+        if self.high_watermark is None or candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def check_quorum_expired(self, now: float) -> bool:
+        """LeaderState.timeUntilCheckQuorumExpires == 0: no majority fetched within 1.5 x fetch
+        timeout. A single voter never expires."""
+        if len(self.voters) == 1:
+            return False
+        return now >= self.check_quorum_deadline
+
+    def non_leader_voters_by_descending_fetch_offset(self) -> list[int]:
+        others = [v for v in self.voters if v != self.local_id]
+        return sorted(others, key=lambda v: -(self.replicas[v].end_offset or -1))
+
+
+@dataclass
+class Follower:
+    epoch: int
+    leader_id: int
+    fetch_deadline: float
+    high_watermark: int | None = None
+    name: str = "Follower"
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, NOT_VOTED, voters)
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        return False  # FollowerState.canGrantVote: it has a leader in this epoch
+
+
+@dataclass
+class Resigned:
+    epoch: int
+    local_id: int
+    election_deadline: float
+    unacked: set[int]
+    preferred_successors: list[int]
+    name: str = "Resigned"
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, self.local_id, NOT_VOTED, voters)
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        return False  # ResignedState.canGrantVote
+
+
+State = Unattached | Candidate | Leader | Follower | Resigned
+
+
+class QuorumState:
+    """QuorumState.java: the current state, its legal transitions, and their persistence."""
+
+    def __init__(self, local_id: int, voters: frozenset[int], store: FileQuorumStateStore, *,
+                 election_timeout_ms: int, fetch_timeout_ms: int, rng: random.Random | None = None):
+        self.local_id = local_id
+        self.voters = frozenset(voters)
+        self.store = store
+        self.election_timeout_ms = election_timeout_ms
+        self.fetch_timeout_ms = fetch_timeout_ms
+        self.rng = rng or random.Random()
+        self.state: State = Unattached(0)
+
+    # ---------------------------------------------------------------- helpers
+
+    def random_election_timeout_s(self) -> float:
+        """QuorumState.randomElectionTimeoutMs: timeout + uniform [0, timeout)."""
+        t = self.election_timeout_ms
+        return 0.0 if t == 0 else (t + self.rng.randrange(t)) / 1000
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def is_voter(self) -> bool:
+        return self.local_id in self.voters
+
+    @property
+    def leader_id(self) -> int:
+        s = self.state
+        if isinstance(s, (Leader, Resigned)):
+            return self.local_id
+        if isinstance(s, Follower):
+            return s.leader_id
+        if isinstance(s, Unattached):
+            return s.leader_id
+        return NO_LEADER
+
+    def has_leader(self) -> bool:
+        return self.leader_id != NO_LEADER
+
+    def _durable(self, new: State) -> None:
+        self.store.write(new.election(self.voters))
+        self.state = new
+
+    # ---------------------------------------------------------------- initialize
+
+    def initialize(self, log_end_epoch: int, now: float) -> None:
+        """QuorumState.initialize: resume from the quorum-state file; a former leader comes back
+        Resigned in the same epoch (it must not vote in it, and its unflushed records must not be
+        re-used under the same epoch); a former candidate comes back Candidate; an epoch older
+        than the log's last epoch is replaced by the log's."""
+        el = self.store.read() or ElectionState(0, voters=self.voters)
+        timeout = now + self.random_election_timeout_s()
+        if el.epoch < log_end_epoch:
+            new: State = Unattached(log_end_epoch, election_deadline=timeout)
+        elif el.is_leader(self.local_id):
+            new = Resigned(el.epoch, self.local_id, timeout, set(self.voters) - {self.local_id}, [])
+        elif el.is_voted_candidate(self.local_id):
+            new = Candidate(el.epoch, self.local_id, self.voters, 1, timeout)
+        elif el.has_voted():
+            new = Unattached(el.epoch, voted_id=el.voted_id, election_deadline=timeout)
+        elif el.has_leader() and el.leader_id in self.voters:
+            new = Follower(el.epoch, el.leader_id, now + self.fetch_timeout_ms / 1000)
+        else:
+            new = Unattached(el.epoch, leader_id=el.leader_id, election_deadline=timeout)
+        self._durable(new)
+
+    # ---------------------------------------------------------------- transitions
+
+    def transition_to_unattached(self, epoch: int, now: float) -> None:
+        """QuorumState.transitionToUnattached: only to a larger epoch; a candidate or unattached
+        node keeps its remaining election timeout."""
+        if epoch <= self.epoch:
+            raise ValueError(f"cannot go Unattached at epoch {epoch} from {self.state}")
+        s = self.state
+        deadline = s.election_deadline if isinstance(s, (Candidate, Unattached)) else now + self.random_election_timeout_s()
+        self._durable(Unattached(epoch, election_deadline=deadline))
+
+    def transition_to_unattached_voted(self, epoch: int, candidate: int, now: float) -> None:
+        """QuorumState.transitionToUnattachedVotedState: never for itself, never an older epoch,
+        in the same epoch only from Unattached-not-voted."""
+        if candidate == self.local_id:
+            raise ValueError("cannot vote for itself through Unattached")
+        if epoch < self.epoch or (epoch == self.epoch and not self.is_unattached_not_voted()):
+            raise ValueError(f"cannot vote for {candidate} in epoch {epoch} from {self.state}")
+        self._durable(Unattached(epoch, voted_id=candidate, election_deadline=now + self.random_election_timeout_s()))
+
+    def transition_to_follower(self, epoch: int, leader: int, now: float) -> None:
+        """QuorumState.transitionToFollower: never itself, never an older epoch, and in the same
+        epoch never from Leader or from Follower (the leader of an epoch is unique)."""
+        if leader == self.local_id:
+            raise ValueError("cannot follow itself")
+        if epoch < self.epoch:
+            raise ValueError(f"cannot follow {leader} in epoch {epoch} < {self.epoch}")
+        if epoch == self.epoch and isinstance(self.state, (Leader, Follower)):
+            raise ValueError(f"cannot follow {leader} in epoch {epoch} from {self.state.name}")
+        self._durable(Follower(epoch, leader, now + self.fetch_timeout_ms / 1000,
+                               high_watermark=self.high_watermark))
+
+    def transition_to_candidate(self, now: float) -> None:
+        """QuorumState.transitionToCandidate: epoch + 1, a vote for itself; retries count up
+        while it stays a candidate (for the exponential backoff)."""
+        if not self.is_voter:
+            raise ValueError("an observer cannot be a candidate")
+        if isinstance(self.state, Leader):
+            raise ValueError("a leader cannot become a candidate")
+        retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
+        self._durable(Candidate(self.epoch + 1, self.local_id, self.voters, retries,
+                                now + self.random_election_timeout_s()))
+
+    def transition_to_leader(self, epoch_start_offset: int, now: float) -> Leader:
+        """QuorumState.transitionToLeader: only from a Candidate holding a majority of votes."""
+        s = self.state
+        if not isinstance(s, Candidate) or not s.is_vote_granted():
+            raise ValueError(f"cannot become leader from {s}")
+        new = Leader(s.epoch, self.local_id, self.voters, epoch_start_offset, frozenset(s.granted),
+                     self.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR / 1000, now)
+        self._durable(new)
+        return new
+
+    def transition_to_resigned(self, preferred: list[int], now: float) -> None:
+        """QuorumState.transitionToResigned: only a leader resigns, in its own epoch."""
+        if not isinstance(self.state, Leader):
+            raise ValueError("only a leader can resign")
+        self._durable(Resigned(self.epoch, self.local_id, now + self.random_election_timeout_s(),
+                               set(self.voters) - {self.local_id}, preferred))
+
+    # ---------------------------------------------------------------- questions
+
+    def is_unattached_not_voted(self) -> bool:
+        s = self.state
+        return isinstance(s, Unattached) and s.voted_id == NOT_VOTED
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+        return self.state.can_grant_vote(candidate, log_up_to_date)
+
+    @property
+    def high_watermark(self) -> int | None:
+        s = self.state
+        return s.high_watermark if isinstance(s, (Leader, Follower)) else None
