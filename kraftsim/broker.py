@@ -6,9 +6,17 @@ one without the others): lifecycle (BrokerRegistration 62 + BrokerHeartbeat 63),
 ``__cluster_metadata``, JSON records replayed into :class:`MetadataImage` and persisted in a local
 copy), plus a forwarding connection for CreateTopics.
 
-Fencing (seed 002, seed 003 §1.2.2): if no heartbeat has been answered for
-``broker.self.fence.timeout.ms`` (default 2x the controller's session timeout) the broker fences
-itself: it stops leading and following, so nothing it holds can be acknowledged any more.
+Start-up (Kafka's ``BrokerServer.startup`` with ``BrokerLifecycleManager``): a broker replays
+its local metadata copy, but hands partitions to its replica manager (lead, follow, truncate)
+only once the controller has accepted this incarnation's registration and a heartbeat said it
+caught up with the metadata log to its registration record (``initialCatchUpFuture``); it then
+asks to be unfenced, and processes client and replica requests only once unfenced
+(``initialUnfenceFuture`` → ``SocketServer.enableRequestProcessing``).
+
+Kafka brokers never fence themselves when the controller is unreachable. Seed 002's draft
+self-fencing is modelled only behind ``seed002.self.fence.enable`` (default false): then, without
+an answered heartbeat for ``broker.self.fence.timeout.ms`` (default 2x the controller's session
+timeout), the broker stops leading and following.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from kraftsim.config import Config
 from kraftsim.controller import METADATA_TOPIC
 from kraftsim.events import EventLog
 from kraftsim.metadata import NO_LEADER, MetadataImage, MetadataLogFile
-from kraftsim.replica import Replica
+from kraftsim.replica import PendingChange, Replica
 from kraftsim.storage import records as rec
 from kraftsim.storage.log import OffsetOutOfRange
 from kraftsim.storage.manager import LogManager
@@ -62,8 +70,12 @@ class Broker:
         self.session_s = int(cfg["broker.session.timeout.ms"]) / 1000
         self.hb_s = int(cfg["broker.heartbeat.interval.ms"]) / 1000
         self.self_fence_s = cfg.self_fence_ms / 1000
+        # seed 002 (a draft Kafka never adopted): off unless asked for; read defensively so a
+        # config without the key (older kraftsim/config.py) means "off", as in Kafka.
+        self.self_fence_enabled = bool(cfg.values.get("seed002.self.fence.enable") or False)
         self.lag_s = int(cfg["replica.lag.time.max.ms"]) / 1000
-        self.elr_enabled = cfg.features.elr
+        self.features = cfg.features  # derived once: the replica's hot paths read it
+        self.elr_enabled = self.features.elr
         self.logs = LogManager(cfg["log.dirs"], node_id=self.node_id, cluster_id=cfg["cluster.id"],
                                on_event=lambda name, f: self.ev.emit(name, **f),
                                flush_interval_messages=cfg["log.flush.interval.messages"],
@@ -72,7 +84,11 @@ class Broker:
         self.md_file_path = mdir / "metadata.jsonl"
         self.md_file: MetadataLogFile | None = None
         self.image = MetadataImage()
-        self.metadata_ready = False
+        self.metadata_ready = False  # our copy reached the controller's metadata HWM
+        self.caught_up = False       # a heartbeat said is_caught_up for this incarnation
+        self.published = False       # partitions are handed to the replica manager
+        self.serving = asyncio.Event()  # unfenced once: requests are processed
+        self.lifecycle_kick = asyncio.Event()
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.incarnation = uuid.uuid4()
         self.broker_epoch = -1
@@ -82,7 +98,7 @@ class Broker:
         self.wake = asyncio.Event()
         self.fetchers: dict[int, asyncio.Task] = {}
         self.fetch_sets: dict[int, set[tuple[str, int]]] = {}
-        self.alter_queue: dict[tuple[str, int], tuple[list[int], bool]] = {}
+        self.alter_queue: dict[tuple[str, int], PendingChange] = {}
         self.alter_kick = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
         self.server: Server | None = None
@@ -123,7 +139,12 @@ class Broker:
         return r
 
     def apply_partitions(self, keys: set[tuple[str, int]] | None) -> None:
-        if not self.metadata_ready:
+        """Publish metadata to the replica manager (BrokerMetadataPublisher → ReplicaManager.applyDelta).
+
+        Nothing is published before ``maybe_publish`` ran: BrokerServer installs the publisher only
+        after ``initialCatchUpFuture`` (registration accepted, caught up to its record).
+        """
+        if not self.published:
             return
         for ps in list(self.image.all_partitions()):
             key = (ps.topic, ps.partition)
@@ -175,11 +196,25 @@ class Broker:
                         touched.add((d["topic"], d["partition"]))
                 assert self.md_file is not None
                 self.md_file.append(items)
-            was_ready = self.metadata_ready
             if not self.metadata_ready and self.image.next_offset >= int(part.high_watermark):
                 self.metadata_ready = True
-            self.apply_partitions(None if not was_ready else touched)
+            if self.published:
+                self.apply_partitions(touched)
+            else:
+                self.maybe_publish()
             self.notify()
+
+    def maybe_publish(self) -> None:
+        """BrokerServer.startup: the BrokerMetadataPublisher starts publishing (first publish: every
+        partition) once ``initialCatchUpFuture`` completed and our copy reached the metadata HWM;
+        then the broker is ready to be unfenced (``setReadyToUnfence``: heartbeat at once)."""
+        if self.published or not (self.caught_up and self.metadata_ready):
+            return
+        if self.image.next_offset <= self.broker_epoch:
+            return  # our own registration record is not applied yet
+        self.published = True
+        self.apply_partitions(None)
+        self.lifecycle_kick.set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -207,13 +242,17 @@ class Broker:
             await asyncio.sleep(self.hb_s)
 
     async def lifecycle_loop(self) -> None:
+        """BrokerLifecycleManager: register, then heartbeat. While STARTING (not caught up) the
+        next heartbeat follows after 10 ms; ready-to-unfence sends one at once; otherwise every
+        ``broker.heartbeat.interval.ms``."""
         client = self.controller_client("lifecycle")
         await self.register(client)
         cls = load_request_schema(63, 1)
         while not self.stopping:
             req = build(cls, {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                               "current_metadata_offset": self.image.next_offset - 1,
-                              "want_fence": not self.metadata_ready, "want_shut_down": False})
+                              "want_fence": not self.published, "want_shut_down": False})
+            delay = self.hb_s
             try:
                 resp = await client.request(req, timeout=max(self.hb_s * 2, 1.0))
                 if resp.error_code is ErrorCode.stale_broker_epoch:
@@ -223,18 +262,31 @@ class Broker:
                     continue
                 if resp.error_code is ErrorCode.none:
                     self.last_hb_ok = time.monotonic()
+                    if not self.caught_up:
+                        if resp.is_caught_up:  # STARTING → RECOVERY: initialCatchUpFuture
+                            self.caught_up = True
+                            self.maybe_publish()
+                        delay = 0.01
+                    elif not resp.is_fenced and not self.serving.is_set():
+                        self.serving.set()  # RECOVERY → RUNNING: initialUnfenceFuture
                     if self.self_fenced and not resp.is_fenced:
                         self.self_fenced = False
                         self.ev.log("controller contact restored; resuming replicas")
                         self.apply_partitions(None)
             except (OSError, asyncio.TimeoutError, ConnectionError):
                 pass
-            if not self.self_fenced and time.monotonic() - self.last_hb_ok > self.self_fence_s:
+            if (self.self_fence_enabled and not self.self_fenced
+                    and time.monotonic() - self.last_hb_ok > self.self_fence_s):
                 self.fence_self()
-            await asyncio.sleep(self.hb_s)
+            self.lifecycle_kick.clear()
+            try:
+                await asyncio.wait_for(self.lifecycle_kick.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
 
     def fence_self(self) -> None:
-        """Seed 002: without controller contact a broker cannot know it still leads; stop."""
+        """Seed 002 (draft, not Kafka; only with ``seed002.self.fence.enable``): without controller
+        contact a broker cannot know it still leads; stop."""
         self.self_fenced = True
         self.ev.emit("self_fenced", broker=self.node_id, broker_epoch=self.broker_epoch)
         for r in self.replicas.values():
@@ -263,64 +315,91 @@ class Broker:
     # ------------------------------------------------------------------ alter partition channel
 
     def alter_partition(self, r: Replica, new_isr: list[int], recovered: bool = False) -> None:
-        """Queue an ISR change; the leader's Maximal ISR is the union until answered (§2.9.2)."""
-        r.alter_inflight = True
+        """Propose an ISR change (Partition.prepareIsrExpand / prepareIsrShrink → submitAlterPartition).
+
+        The leader's maximal ISR is the union of the committed and the proposed ISR until the
+        controller answers or newer metadata arrives (KIP-497, seed 003 §2.9.2). Broker epochs of
+        the new ISR are taken now, as ``addBrokerEpochToIsr`` does.
+        """
+        epochs = [(b, self.broker_epoch if b == self.node_id
+                   else r.followers[b].broker_epoch if b in r.followers else -1) for b in new_isr]
+        item = PendingChange(list(new_isr), recovered, epochs, r.leader_epoch, r.partition_epoch)
+        r.pending = item
         r.maximal_isr = sorted(set(r.isr) | set(new_isr), key=lambda x: (x not in r.isr, x))
-        self.alter_queue[(r.topic, r.partition)] = (new_isr, recovered)
+        self.alter_queue[(r.topic, r.partition)] = item
+        self.alter_kick.set()
+
+    def resubmit_alter_partition(self, r: Replica, item: PendingChange) -> None:
+        """Partition.submitAlterPartition after a retriable error: the same change, sent again."""
+        self.alter_queue[(r.topic, r.partition)] = item
         self.alter_kick.set()
 
     async def alter_loop(self) -> None:
+        """Kafka's AlterPartitionManager: one request in flight; queued items are copied, not
+        removed, and each is removed only when its partition's answer arrives. A lost connection,
+        a timeout or a top-level error re-sends them ("we will not timeout AlterPartition
+        request, instead letting it retry indefinitely until a response is received, or a new
+        LeaderAndIsr overwrites the existing isrState"); an item whose partition moved on
+        (newer metadata) is dropped instead of sent."""
         client = self.controller_client("alter-partition")
-        version = 3 if self.cfg.kip903 else 2
+        version = 3 if self.features.kip903 else 2
         cls = load_request_schema(56, version)
         while not self.stopping:
             await self.alter_kick.wait()
             self.alter_kick.clear()
-            batch, self.alter_queue = self.alter_queue, {}
             by_topic: dict[str, list[dict]] = {}
-            sent: dict[tuple[str, int], Replica] = {}
-            for key, (isr, recovered) in batch.items():
+            sent: dict[tuple[str, int], PendingChange] = {}
+            for key, item in list(self.alter_queue.items()):
                 r = self.replicas.get(key)
                 t = self.image.topics.get(key[0])
-                if r is None or t is None or r.role != "leader":
-                    if r is not None:
-                        r.on_alter_response(ErrorCode.not_leader_or_follower, None)
+                if r is None or t is None or r.pending is not item or r.role != "leader":
+                    if self.alter_queue.get(key) is item:
+                        del self.alter_queue[key]
                     continue
-                pd: dict[str, Any] = {"partition_index": key[1], "leader_epoch": r.leader_epoch,
-                                      "partition_epoch": r.partition_epoch,
-                                      "leader_recovery_state": 0 if recovered else r.leader_recovery_state}
+                pd: dict[str, Any] = {"partition_index": key[1], "leader_epoch": item.leader_epoch,
+                                      "partition_epoch": item.partition_epoch,
+                                      "leader_recovery_state": 0 if item.recovered else r.leader_recovery_state}
                 if version >= 3:
-                    pd["new_isr_with_epochs"] = [
-                        {"broker_id": b, "broker_epoch": self.broker_epoch if b == self.node_id
-                         else r.followers[b].broker_epoch if b in r.followers else -1} for b in isr]
+                    pd["new_isr_with_epochs"] = [{"broker_id": b, "broker_epoch": e} for b, e in item.isr_with_epochs]
                 else:
-                    pd["new_isr"] = isr
+                    pd["new_isr"] = item.new_isr
                 by_topic.setdefault(t.topic_id, []).append(pd)
-                sent[key] = r
+                sent[key] = item
             if not sent:
                 continue
             req = build(cls, {"broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                               "topics": [{"topic_id": uuid.UUID(tid), "partitions": parts}
                                          for tid, parts in by_topic.items()]})
             try:
-                resp = await client.request(req, timeout=60)
+                resp = await client.request(req, timeout=30)
             except (OSError, asyncio.TimeoutError, ConnectionError):
-                for r in sent.values():
-                    r.on_alter_response(ErrorCode.network_exception, None)
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # reconnect backoff; the items are still queued
+                self.alter_kick.set()
+                continue
+            if resp.error_code is not ErrorCode.none:
+                self.ev.log(f"AlterPartition top-level error {resp.error_code.name}; retrying")
+                await asyncio.sleep(0.05)  # AlterPartitionManager: retry in 50 ms
+                self.alter_kick.set()
                 continue
             for td in resp.topics:
                 tname = self.image.topic_ids.get(str(td.topic_id))
                 for pd in td.partitions:
-                    r = sent.pop((tname, int(pd.partition_index)), None) if tname else None
-                    if r is None:
+                    key = (tname, int(pd.partition_index))
+                    item = sent.pop(key, None) if tname else None
+                    if item is None:
                         continue
-                    code = resp.error_code if resp.error_code is not ErrorCode.none else pd.error_code
-                    if code is not ErrorCode.none:
-                        self.ev.log(f"AlterPartition {tname}-{pd.partition_index} rejected: {code.name}")
-                    r.on_alter_response(code, pd)
-            for r in sent.values():
-                r.on_alter_response(resp.error_code, None)
+                    if self.alter_queue.get(key) is item:
+                        del self.alter_queue[key]
+                    if pd.error_code is not ErrorCode.none:
+                        self.ev.log(f"AlterPartition {tname}-{pd.partition_index} rejected: {pd.error_code.name}")
+                    r = self.replicas.get(key)
+                    if r is not None:
+                        r.on_alter_result(item, pd.error_code, pd)
+            if self.alter_queue:
+                # items not in the response stay queued and go again; so do retried ones
+                # (Kafka re-sends at once; 50 ms keeps a persistent error from spinning)
+                await asyncio.sleep(0.05)
+                self.alter_kick.set()
 
     async def leader_loop(self) -> None:
         """Periodic ISR shrink (seed 003 §2.9) and HWM checkpoints."""
@@ -421,7 +500,10 @@ class Broker:
             except Exception as e:
                 self.ev.log(f"follower append {r.topic}-{r.partition} failed: {e}")
                 return True
-        r.hwm = min(max(r.hwm, int(pd.high_watermark)), r.log.log_end_offset)
+        # ReplicaFetcherThread.processPartitionData → UnifiedLog.maybeUpdateHighWatermark →
+        # updateHighWatermark: the leader's HWM as sent, bounded by log start and end offsets (it
+        # may go down; only the leader's maybeIncrementHighWatermark is monotonic).
+        r.hwm = max(min(int(pd.high_watermark), r.log.log_end_offset), r.log.log_start_offset)
         return False
 
     async def _truncate_to_leader_end(self, r: Replica, client: Client) -> None:
@@ -473,7 +555,8 @@ class Broker:
             return err, -1
         if not data:
             return ErrorCode.corrupt_message, -1
-        if acks == -1 and len(r.isr) < r.min_isr:
+        if acks == -1 and len(r.isr) < r.effective_min_isr:
+            # Partition.appendRecordsToLeader: ISR size < effectiveMinIsr → NotEnoughReplicas
             return ErrorCode.not_enough_replicas, -1
         headers = list(rec.iter_batches(data, 0))
         if not headers:
@@ -713,6 +796,7 @@ class Broker:
             0: self.h_produce, 1: self.h_fetch, 2: self.h_list_offsets, 3: self.h_metadata,
             19: self.h_create_topics, 22: self.h_init_producer_id, 23: self.h_offset_for_leader_epoch,
             75: self.h_describe_topic_partitions}, on_error=self.ev.log)
+        self.server.gate = self.serving
         await self.server.start(self.host, self.port)
         self.tasks = [asyncio.ensure_future(self._supervise(f)) for f in
                       (self.lifecycle_loop, self.metadata_loop, self.alter_loop, self.leader_loop)]

@@ -3,9 +3,15 @@
 What it models (seed 003):
 - §2.2.2 the leader keeps per-follower state (fetch offset = follower LEO, broker epoch from
   Fetch ``ReplicaState.ReplicaEpoch``, last caught-up time);
-- §2.7 the HWM advances from the Maximal ISR; with KIP-966 (ELR v1) only while ISR >= min ISR;
-- §2.6 acks=all: NOT_ENOUGH_REPLICAS before append, NOT_ENOUGH_REPLICAS_AFTER_APPEND for
-  pending writes once the ISR drops below min ISR, success only when the HWM passes the batch;
+- §2.7 the HWM advances from the Maximal ISR and caught-up ISR-eligible replicas, and (Kafka
+  3.7+, KAFKA-15583) never while the committed ISR is below the effective min ISR
+  (``Partition.maybeIncrementLeaderHW``);
+- §2.6 acks=all: NOT_ENOUGH_REPLICAS before append; a waiting write is answered once the HWM
+  passed it: success only if effective min ISR <= |maximal ISR|, else
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND (``Partition.checkEnoughReplicasReachOffset``);
+- the pending AlterPartition (``Partition.PendingPartitionChange``): rolled back only on
+  INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED (``Partition.handleAlterPartitionError``), kept
+  until a response or newer metadata otherwise;
 - §2.9 ISR shrink on lag, expansion only under the consistency rules (fetch offset >= HWM and
   >= LESO, fetched in the current leader epoch, broker unfenced and — KIP-903 — the broker
   epoch seen in Fetch equals the one in the metadata image);
@@ -35,6 +41,27 @@ class FollowerState:
     leader_leo_at_last_fetch: int = -1
 
 
+@dataclass(eq=False)
+class PendingChange:
+    """A proposed ISR change the controller has not answered yet (Kafka's ``PendingPartitionChange``
+    with its ``AlterPartitionItem``): what is sent, and sent again after a lost connection."""
+    new_isr: list[int]
+    recovered: bool
+    #: (broker id, broker epoch) as known when the change was proposed (``addBrokerEpochToIsr``)
+    isr_with_epochs: list[tuple[int, int]]
+    leader_epoch: int
+    partition_epoch: int
+
+
+#: ``Partition.handleAlterPartitionError``: errors after which the pending state is kept (the
+#: controller may or may not have applied it) and nothing is re-sent until new metadata arrives.
+KEEP_PENDING_NO_RETRY = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id, ErrorCode.fenced_leader_epoch,
+    ErrorCode.invalid_update_version, ErrorCode.invalid_request, ErrorCode.new_leader_elected})
+#: ... and the two after which Kafka knows the change was not applied and resets to the committed state
+ROLL_BACK = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
+
+
 @dataclass
 class ProducerEntry:
     epoch: int
@@ -57,7 +84,7 @@ class Replica:
         self.hwm = 0
         self.leso = 0
         self.followers: dict[int, FollowerState] = {}
-        self.alter_inflight = False
+        self.pending: PendingChange | None = None
         self.waiters: list[tuple[int, asyncio.Future]] = []
         self.producers: dict[int, ProducerEntry] = {}
 
@@ -67,17 +94,43 @@ class Replica:
     def min_isr(self) -> int:
         return self.b.topic_min_isr(self.topic)
 
+    @property
+    def effective_min_isr(self) -> int:
+        """Partition.scala, effectiveMinIsr: min(min.insync.replicas, replication factor)."""
+        return min(self.min_isr, max(len(self.replicas), 1))
+
+    @property
+    def alter_inflight(self) -> bool:
+        """Kafka's ``partitionState.isInflight``: an ISR change awaits the controller's answer."""
+        return self.pending is not None
+
+    def is_under_min_isr(self) -> bool:
+        """Partition.scala, isUnderMinIsr: the committed ISR is smaller than the effective min ISR."""
+        return self.role == "leader" and len(self.isr) < self.effective_min_isr
+
+    def _clear_pending(self) -> None:
+        """Back to a committed state; an unsent request for the old proposal is dropped."""
+        if self.pending is not None:
+            q = self.b.alter_queue
+            if q.get((self.topic, self.partition)) is self.pending:
+                del q[(self.topic, self.partition)]
+        self.pending = None
+        self.maximal_isr = list(self.isr)
+
     def apply(self, ps: PartitionState) -> None:
         me = self.b.node_id
         new_epoch = ps.leader_epoch != self.leader_epoch
         if ps.partition_epoch < self.partition_epoch and not new_epoch:
             return  # an AlterPartition response already gave us a newer state (seed 003 §2.9.2)
+        newer = new_epoch or ps.partition_epoch > self.partition_epoch
         self.replicas = list(ps.replicas)
         self.isr, self.elr = list(ps.isr), list(ps.elr)
         self.partition_epoch = ps.partition_epoch
         self.leader_recovery_state = ps.leader_recovery_state
-        if not self.alter_inflight or new_epoch:
-            self.maximal_isr = list(self.isr)
+        if newer or self.pending is None:
+            # Partition.makeLeader → updateAssignmentAndIsr: newer metadata is the committed state
+            # and replaces a pending change (whose answer, if any, is then ignored).
+            self._clear_pending()
         if ps.leader == me and me in ps.replicas:
             if self.role != "leader" or new_epoch:
                 self._become_leader(ps)
@@ -96,8 +149,7 @@ class Replica:
         self.fail_waiters(ErrorCode.not_leader_or_follower)
         self.b.fetchers_remove(self)
         self.role, self.leader, self.leader_epoch = "leader", ps.leader, ps.leader_epoch
-        self.alter_inflight = False
-        self.maximal_isr = list(self.isr)
+        self._clear_pending()
         leo = self.log.log_end_offset
         self.log.epoch_cache.assign(self.leader_epoch, leo)
         self.leso = leo
@@ -135,7 +187,7 @@ class Replica:
         self.fail_waiters(ErrorCode.not_leader_or_follower)
         self.role, self.leader, self.leader_epoch = "follower", ps.leader, ps.leader_epoch
         self.followers = {}
-        self.alter_inflight = False
+        self._clear_pending()
         self.b.fetchers_add(self)
 
     def _stop(self, why: str) -> None:
@@ -143,6 +195,7 @@ class Replica:
         self.b.fetchers_remove(self)
         self.role = "none"
         self.followers = {}
+        self._clear_pending()
 
     # ------------------------------------------------------------------ leader: produce
 
@@ -173,7 +226,16 @@ class Replica:
         e.batches.append((seq, seq + delta, base, last))
 
     def check_sequence(self, h: Any) -> tuple[ErrorCode, tuple[int, int] | None]:
-        """Idempotent producer dedupe: (error, (base, last) of an already-written duplicate)."""
+        """Idempotent producer checks: (error, (base, last) of an already-written duplicate).
+
+        Mirrors ``UnifiedLog.analyzeAndValidateProducerState``: a duplicate among the last
+        ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN`` (5) batches of the same epoch
+        (``ProducerStateEntry.findDuplicateBatch``) is answered as appended with the original
+        offsets; then ``ProducerAppendInfo.checkProducerEpoch`` (older epoch →
+        INVALID_PRODUCER_EPOCH) and ``checkSequence`` (new epoch must start at 0, same epoch must
+        continue at last sequence + 1, else OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka brokers never
+        answer DUPLICATE_SEQUENCE_NUMBER: an older sequence outside the window is out of order.
+        """
         if h.producer_id < 0 or h.base_sequence < 0:
             return ErrorCode.none, None
         e = self.producers.get(h.producer_id)
@@ -188,8 +250,6 @@ class Replica:
             if first == h.base_sequence and lastseq == h.base_sequence + count:
                 return ErrorCode.none, (base, last)
         if e.batches and h.base_sequence != (e.batches[-1][1] + 1) % (2 ** 31):
-            if h.base_sequence <= e.batches[-1][1]:
-                return ErrorCode.duplicate_sequence_number, None
             return ErrorCode.out_of_order_sequence_number, None
         return ErrorCode.none, None
 
@@ -209,18 +269,26 @@ class Replica:
         return fut
 
     def check_waiters(self) -> None:
+        """Complete waiting acks=all writes (Kafka's DelayedProduce.tryComplete).
+
+        Partition.scala, checkEnoughReplicasReachOffset: once the HWM reached the batch, success
+        only if effective min ISR <= |maximal ISR|, else NOT_ENOUGH_REPLICAS_AFTER_APPEND; below
+        the HWM the write keeps waiting (it times out, or completes when the HWM moves) — an ISR
+        that shrinks below min ISR does not answer it early.
+        """
         if not self.waiters:
             return
         keep = []
+        leader = self.role == "leader" and not self.b.self_fenced
+        enough = len(self.maximal_isr) >= self.effective_min_isr
+        hwm = self.hwm
         for last, fut in self.waiters:
             if fut.done():
                 continue
-            if self.role != "leader":
+            if not leader:
                 fut.set_result(ErrorCode.not_leader_or_follower)
-            elif self.hwm > last:
-                fut.set_result(ErrorCode.none)
-            elif len(self.isr) < self.min_isr:
-                fut.set_result(ErrorCode.not_enough_replicas_after_append)
+            elif hwm > last:
+                fut.set_result(ErrorCode.none if enough else ErrorCode.not_enough_replicas_after_append)
             else:
                 keep.append((last, fut))
         self.waiters = keep
@@ -234,16 +302,32 @@ class Replica:
     # ------------------------------------------------------------------ leader: HWM and ISR
 
     def maybe_advance_hwm(self) -> None:
+        """Partition.scala, maybeIncrementLeaderHW.
+
+        The HWM is the smallest LEO among the maximal ISR and every replica that is caught up
+        and ISR-eligible (``shouldWaitForReplicaToJoinIsr``: otherwise a follower catching up
+        behind a leader-only ISR would never reach the HWM and join). Since Kafka 3.7
+        (KAFKA-15583, gate ``hwm_requires_min_isr``) it does not move at all while
+        ``isUnderMinIsr`` — with or without ELR. A replica whose LEO is unknown holds it.
+        """
         if self.role != "leader" or self.b.self_fenced:
             return
-        if self.b.elr_enabled and len(self.isr) < self.min_isr:
-            return  # KIP-966: the HWM only advances while ISR >= min ISR
-        cand = self.log.log_end_offset
-        for r in self.maximal_isr:
-            if r == self.b.node_id:
+        if self.b.features.hwm_requires_min_isr and len(self.isr) < self.effective_min_isr:
+            return
+        leo = self.log.log_end_offset
+        cand = leo
+        maximal = self.maximal_isr
+        now = -1.0
+        for rid, fs in self.followers.items():
+            if fs.leo >= cand:
                 continue
-            fs = self.followers.get(r)
-            cand = min(cand, fs.leo if fs and fs.leo >= 0 else self.hwm)
+            if rid in maximal:
+                cand = fs.leo
+                continue
+            if now < 0:
+                now = time.monotonic()
+            if self._is_caught_up(fs, leo, now) and self._isr_eligible(rid, fs):
+                cand = fs.leo
         if cand > self.hwm:
             self.hwm = cand
             self.b.notify()
@@ -263,36 +347,71 @@ class Replica:
         self.maybe_expand_isr(rid)
         self.maybe_advance_hwm()
 
+    def _is_caught_up(self, fs: FollowerState, leader_leo: int, now: float) -> bool:
+        """Replica.scala, isCaughtUp: at the leader's LEO, or caught up within replica.lag.time.max.ms."""
+        return fs.leo == leader_leo or now - fs.last_caught_up <= self.b.lag_s
+
+    def _isr_eligible(self, rid: int, fs: FollowerState) -> bool:
+        """Partition.scala, isReplicaIsrEligible (KRaft): unfenced, not in controlled shutdown
+        (KIP-841), and the broker epoch from its Fetch equals the metadata image's
+        (``isBrokerEpochIsrEligible``: a Fetch without ReplicaEpoch (-1), i.e. before KIP-903's
+        Fetch v15, passes); a replica that never fetched is not eligible."""
+        reg = self.b.image.brokers.get(rid)
+        if reg is None or reg.fenced or reg.shutting_down or fs.last_fetch <= 0:
+            return False
+        stored = fs.broker_epoch if self.b.features.kip903 else -1
+        return stored == -1 or stored == reg.broker_epoch
+
     def maybe_expand_isr(self, rid: int) -> None:
-        if self.alter_inflight or rid in self.maximal_isr or self.leader_recovery_state != RECOVERED:
+        """Partition.scala, maybeExpandIsr / canAddReplicaToIsr / isFollowerInSync."""
+        if self.alter_inflight or rid in self.isr or self.leader_recovery_state != RECOVERED:
             return
         fs = self.followers.get(rid)
         if fs is None or fs.leo < self.hwm or fs.leo < self.leso:
             return
-        reg = self.b.image.brokers.get(rid)
-        if reg is None or reg.fenced or reg.shutting_down:
-            return  # KIP-841: never propose a fenced or shutting-down replica
-        if self.b.cfg.kip903 and reg.broker_epoch != fs.broker_epoch:
-            return  # KIP-903: Fetch and metadata must agree on the follower's broker epoch
+        if not self._isr_eligible(rid, fs):
+            return  # KIP-841 / KIP-903
         self.b.alter_partition(self, self.isr + [rid])
 
     def maybe_shrink_isr(self) -> None:
+        """Partition.scala, maybeShrinkIsr / getOutOfSyncReplicas: ISR members that are not
+        caught up (``Replica.isCaughtUp``: neither at the leader's LEO nor caught up within
+        replica.lag.time.max.ms)."""
         if self.role != "leader" or self.alter_inflight or self.b.self_fenced:
             return
         now = time.monotonic()
-        lag = self.b.lag_s
+        leo = self.log.log_end_offset
         out = [r for r in self.isr if r != self.b.node_id
-               and now - self.followers.get(r, FollowerState()).last_caught_up > lag]
+               and not self._is_caught_up(self.followers.get(r) or FollowerState(), leo, now)]
         if out:
             self.b.alter_partition(self, [r for r in self.isr if r not in out])
 
+    def on_alter_result(self, item: PendingChange, code: ErrorCode, resp: Any | None) -> None:
+        """The controller's answer to ``item``; ignored when the partition moved on meanwhile
+        (Partition.submitAlterPartition: ``partitionState != proposedIsrState``)."""
+        if self.pending is item:
+            self.on_alter_response(code, resp)
+
     def on_alter_response(self, code: ErrorCode, resp: Any | None) -> None:
-        self.alter_inflight = False
-        if code is ErrorCode.none and resp is not None and int(resp.leader_epoch) == self.leader_epoch:
-            if int(resp.partition_epoch) > self.partition_epoch:
-                self.isr = [int(x) for x in resp.isr]
-                self.partition_epoch = int(resp.partition_epoch)
-                self.leader_recovery_state = int(resp.leader_recovery_state)
-        self.maximal_isr = list(self.isr)
+        """The answer to the pending change (Partition.scala, handleAlterPartitionUpdate /
+        handleAlterPartitionError)."""
+        item = self.pending
+        if item is None:
+            return
+        if code is ErrorCode.none and resp is not None:
+            if int(resp.leader_epoch) != self.leader_epoch or int(resp.partition_epoch) < self.partition_epoch:
+                return  # stale answer: stay pending until metadata overrides it
+            self.isr = [int(x) for x in resp.isr]
+            self.partition_epoch = int(resp.partition_epoch)
+            self.leader_recovery_state = int(resp.leader_recovery_state)
+            self._clear_pending()
+        elif code in ROLL_BACK:
+            # The controller says the change was not applied: back to the last committed state.
+            self._clear_pending()
+        elif code in KEEP_PENDING_NO_RETRY:
+            return  # maximal ISR kept: Kafka cannot know whether the change was applied
+        else:
+            self.b.resubmit_alter_partition(self, item)  # "unexpected error, retrying"
+            return
         self.maybe_advance_hwm()
         self.check_waiters()

@@ -189,6 +189,10 @@ class Server:
         self.on_error = on_error or (lambda m: None)
         self.server: asyncio.AbstractServer | None = None
         self.writers: set[asyncio.StreamWriter] = set()
+        #: when set, requests wait for it before they are processed: Kafka binds its listeners
+        #: early but enables request processing only at the end of start-up
+        #: (BrokerServer.startup → SocketServer.enableRequestProcessing)
+        self.gate: asyncio.Event | None = None
 
     async def start(self, host: str, port: int) -> None:
         self.server = await asyncio.start_server(self._conn, host, port, reuse_address=True, limit=MAX_FRAME)
@@ -249,6 +253,8 @@ class Server:
                 return
 
     async def _handle(self, data: bytes, peer: Peer) -> bytes | None:
+        if self.gate is not None and not self.gate.is_set():
+            await self.gate.wait()
         api_key, version, corr = peek_header(data)
         lo_hi = self.versions.get(api_key)
         if api_key == 18 and (lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]):

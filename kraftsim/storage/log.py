@@ -65,6 +65,8 @@ class PartitionLog:
         self.flush_interval_messages = flush_interval_messages
         self._on_event = on_event
         self.on_flush: Callable[[PartitionLog], None] | None = None  # LogManager checkpoints here
+        #: LogManager.truncateTo / truncateFullyAndStartAt: checkpoint recovery points right after
+        self.on_truncate: Callable[[PartitionLog], None] | None = None
         self._lock = threading.RLock()
         self._segments: list[Segment] = []
         self._bases: list[int] = []
@@ -340,16 +342,32 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ flush
 
-    def flush(self) -> None:
-        """fsync every dirty segment (and the directory), then advance the recovery point to the LEO."""
+    def flush(self, force: bool = False) -> None:
+        """fsync the segments from the recovery point on, then move the recovery point to the LEO.
+
+        Mirrors UnifiedLog.flush → LocalLog.flush(offset): every segment of
+        ``segments.values(recoveryPoint, offset)`` is forced (``LogSegment.flush`` does not look
+        at what this process wrote: a segment reloaded after a crash is forced too), and the
+        directory when one of them starts at or past the recovery point (a new segment). Nothing
+        happens unless the flush offset is past the recovery point; ``force`` (clean shutdown,
+        Kafka's ``flush(forceFlushActiveSegment = true)``) flushes up to LEO + 1, i.e. always
+        includes the active segment.
+        """
         with self._lock:
-            for seg in self._segments:
+            leo = self.log_end_offset
+            rp = self._recovery_point
+            flush_offset = leo + 1 if force else leo
+            if flush_offset <= rp:
+                return
+            # LogSegments.values(from, to): the segment holding `from` (floor) up to those below `to`
+            first = max(bisect_right(self._bases, rp) - 1, 0)
+            segs = [seg for seg in self._segments[first:] if seg.base_offset < flush_offset]
+            for seg in segs:
                 seg.flush()
-            if self._dir_dirty:
+            if self._dir_dirty or any(seg.base_offset >= rp for seg in segs):
                 fsync_dir(self.dir)
                 self._dir_dirty = False
-            leo = self.log_end_offset
-            moved = leo != self._recovery_point
+            moved = leo != rp
             self._recovery_point = leo
         if moved and self.on_flush is not None:
             self.on_flush(self)
@@ -387,23 +405,33 @@ class PartitionLog:
                 return
             if offset < self._bases[0]:
                 self._truncate_fully(offset, reason=reason)
-                return
-            keep = bisect_right(self._bases, offset)
-            for seg in self._segments[keep:]:
-                seg.delete()
-            del self._segments[keep:], self._bases[keep:]
-            self.active.truncate_to_offset(offset)
-            self.active.delete_index()
-            leo = self.log_end_offset
-            self._recovery_point = min(self._recovery_point, leo)
-            self.epoch_cache.truncate_from_end(leo)
-            self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
+            else:
+                self._truncate_to(offset, old_leo, reason)
+        # LogManager.truncateTo → checkpointRecoveryOffsetsInDir: the checkpoint never names an
+        # offset the log no longer has (a page-cache loss right after must not keep those bytes).
+        if self.on_truncate is not None:
+            self.on_truncate(self)
+
+    def _truncate_to(self, offset: int, old_leo: int, reason: str) -> None:
+        keep = bisect_right(self._bases, offset)
+        for seg in self._segments[keep:]:
+            seg.delete()
+        del self._segments[keep:], self._bases[keep:]
+        self.active.truncate_to_offset(offset)
+        self.active.delete_index()
+        leo = self.log_end_offset
+        self._recovery_point = min(self._recovery_point, leo)
+        self.epoch_cache.truncate_from_end(leo)
+        self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
 
     def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
         """Delete every segment and restart the log empty at ``offset`` (a follower whose fetch
         offset is below the leader's log start offset)."""
         with self._lock:
             self._truncate_fully(offset, reason=reason)
+        # LogManager.truncateFullyAndStartAt → checkpointRecoveryOffsetsInDir
+        if self.on_truncate is not None:
+            self.on_truncate(self)
 
     def _truncate_fully(self, offset: int, *, reason: str) -> None:
         old_leo = self.log_end_offset
@@ -438,7 +466,7 @@ class PartitionLog:
             if self._closed:
                 return
             if clean:
-                self.flush()
+                self.flush(force=True)
                 self.active.write_index()
             for seg in self._segments:
                 seg.close()

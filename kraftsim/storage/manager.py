@@ -7,9 +7,11 @@ recovery point. The marker is removed once the logs are loaded, so a crash from 
 detected on the next start. The marker's broker epoch is offered as ``previous_broker_epoch``
 for BrokerRegistration (KIP-966: a mismatch tells the controller the restart was unclean).
 
-Recovery points: Kafka checkpoints them every 60 s; kraftsim writes
-``recovery-point-offset-checkpoint`` right after every flush so the file always equals what is
-durable, which is what a page-cache-loss nemesis reads to decide what to cut.
+Recovery points: Kafka checkpoints them every 60 s and right after a truncation
+(``LogManager.truncateTo`` / ``truncateFullyAndStartAt`` → ``checkpointRecoveryOffsetsInDir``);
+kraftsim writes ``recovery-point-offset-checkpoint`` right after every flush and every
+truncation, so the file always equals what is durable, which is what a page-cache-loss nemesis
+reads to decide what to cut.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class LogManager:
 
     def _register(self, key: tuple[str, int], d: Path, log: PartitionLog) -> None:
         log.on_flush = self._on_flush
+        log.on_truncate = self._on_flush  # LogManager.truncateTo: checkpointRecoveryOffsetsInDir
         self._logs[key] = log
         self._dir_of[key] = d
 
@@ -214,7 +217,7 @@ class LogManager:
         """Clean shutdown: flush and close every log, write checkpoints, then the marker."""
         with self._lock:
             for log in self._logs.values():
-                log.on_flush = None
+                log.on_flush = log.on_truncate = None
                 log.close(clean=True)
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
@@ -227,5 +230,5 @@ class LogManager:
         """Drop descriptors without flushing or marking (tests use it to model a crash)."""
         with self._lock:
             for log in self._logs.values():
-                log.on_flush = None
+                log.on_flush = log.on_truncate = None
                 log.close(clean=False)

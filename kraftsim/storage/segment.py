@@ -167,9 +167,10 @@ class Segment:
         return max(removed, 0)
 
     def flush(self) -> None:
-        if self.dirty:
-            os.fsync(self.fd)
-            self.dirty = False
+        """LogSegment.flush → FileRecords.flush (``FileChannel.force``): unconditional, whatever
+        this process wrote (a segment loaded after a crash may hold unsynced page-cache bytes)."""
+        os.fsync(self.fd)
+        self.dirty = False
 
     def close(self) -> None:
         if self.fd >= 0:

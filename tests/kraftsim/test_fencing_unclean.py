@@ -5,8 +5,10 @@
    in Kafka). Broker 3 falls out of the ISR (SIGKILL), writes go on, then 2 and 1 die. When 3
    alone returns, only ``uon`` elects it, marked RECOVERING (1) first and RECOVERED (0) after
    the leader's AlterPartition; ``uoff`` stays leaderless.
-6. The leader of a partition is cut from the controller only: it fences itself, the controller
-   fences it and elects another leader, and every acknowledged write is still there.
+6. With seed 002's draft switched on (``seed002.self.fence.enable=true``; Kafka brokers never
+   fence themselves): the leader of a partition is cut from the controller only: it fences
+   itself, the controller fences it and elects another leader, and every acknowledged write is
+   still there.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def test_broker_cut_from_controller_fences_itself_and_acks_nothing_after(kraftsi
     relay = ControllerRelay(("127.0.0.1", base))
     try:
         c = kraftsim_cluster(brokers=3, base_port=base, settings={
+            "seed002.self.fence.enable": True,
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{relay.listen[1]}"})
         create_topic(c.bootstrap, "sf", assignment=[[1, 2, 3]], min_isr=2)
         prod = TrackingProducer(c.bootstrap, **{"message.timeout.ms": 20000})

@@ -1,0 +1,42 @@
+"""A restarted broker acts on partitions only after its new registration is accepted and it has
+caught up with the metadata log.
+
+Kafka: ``BrokerServer.startup`` installs the ``BrokerMetadataPublisher`` (which hands partitions
+to the ``ReplicaManager``) only after ``BrokerLifecycleManager.initialCatchUpFuture`` completes —
+the controller accepted the registration and a heartbeat answered ``isCaughtUp`` (the broker's
+metadata offset reached its registration record) — and it enables request processing only
+after the controller unfenced it (``setReadyToUnfence`` → ``initialUnfenceFuture``). Before
+that a restarted broker neither leads, follows nor truncates on its replayed metadata.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.kraftsim.clients import TrackingProducer, create_topic
+
+
+@pytest.mark.slow
+def test_restarted_leader_waits_for_registration(kraftsim_cluster):
+    """Leader 1 of [1,2] is SIGKILLed and restarted at once, while the controller still holds its
+    old session (3 s) and refuses the new incarnation (DUPLICATE_BROKER_REGISTRATION): broker 1's
+    new incarnation writes no ``became_leader`` (and no truncation) before the controller's
+    ``broker_registered`` for it."""
+    c = kraftsim_cluster(brokers=2, settings={"broker.session.timeout.ms": 3000})
+    create_topic(c.bootstrap, "r", assignment=[[1, 2]], min_isr=1)
+    prod = TrackingProducer(f"{c.addr(1)[0]}:{c.addr(1)[1]}")
+    for i in range(100):
+        prod.send("r", f"r{i}".encode(), partition=0)
+    prod.flush(10)
+    assert len(prod.acked) == 100
+    old = max(e["broker_epoch"] for e in c.events() if e["event"] == "broker_registered" and e["broker"] == 1)
+    c.kill("broker-1")
+    t0 = time.time()
+    c.start_broker(1)
+    reg = c.wait_event(lambda e: e["event"] == "broker_registered" and e["broker"] == 1
+                       and e["broker_epoch"] > old, timeout=20, after=t0)
+    time.sleep(1.0)
+    early = [e for e in c.events("broker-1") if e["wall"] >= t0 and e["wall"] < reg["wall"]
+             and e["event"] in ("became_leader", "truncation")]
+    assert not early, f"acted on replayed metadata before its registration was accepted: {early[:2]}"
