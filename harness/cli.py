@@ -279,8 +279,15 @@ def inventory_check(file: Path = typer.Argument(..., help="inventory YAML file")
 
 # --- entry point ---------------------------------------------------------------------------------
 
+def _mount_suite() -> None:
+    """`faultline suite ...` (harness/cli_suite.py)."""
+    from harness.cli_suite import register
+    register(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     _mount_docker()
+    _mount_suite()
     try:
         app(args=argv, prog_name="faultline", standalone_mode=False)
         code = EXIT_OK
