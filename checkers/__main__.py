@@ -1,8 +1,9 @@
 """CLI: ``python -m checkers RUN_DIR [--spark-master URL] [--expect no-loss|loss]``.
 
 Also the ``spark-submit`` entry point (``spark-submit checkers/__main__.py RUN_DIR`` with the
-repo on PYTHONPATH or shipped via ``--py-files``). Exit codes: 0 valid/as expected, 1 not as
-expected, 2 unreadable input (one line on stderr, never a traceback).
+repo on PYTHONPATH or shipped via ``--py-files``). Exit codes: 0 as expected, 1 not as expected,
+2 unreadable input (one line on stderr, never a traceback), 4 inconclusive (no acknowledged
+write, or a partition with acknowledged writes never read completely: nothing to judge by).
 """
 from __future__ import annotations
 
@@ -19,16 +20,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from checkers.job import check_run
     from checkers.load import CheckerInputError
+    from checkers.verdict import exit_code
     try:
         v = check_run(args.run_dir, spark_master=args.spark_master, expect=args.expect)
     except CheckerInputError as exc:
         print(f"checker: {exc}", file=sys.stderr)
         return 2
     c = v["counts"]
-    print(f"valid={v['valid']} expected={v['expected']} as_expected={v['as_expected']} "
-          f"acked_writes={v['acked_writes']} lost_write={c['lost_write']} unseen_at_end={c['unseen_at_end']} "
-          f"invalid_because={','.join(v['invalid_because']) or '-'}")
-    return 0 if v["as_expected"] else 1
+    print(f"outcome={v['outcome']} valid={v['valid']} expected={v['expected']} as_expected={v['as_expected']} "
+          f"acked_writes={v['acked_writes']} incidents={v['incidents']} lost_write={c['lost_write']} "
+          f"unseen_at_end={c['unseen_at_end']} invalid_because={','.join(v['invalid_because']) or '-'}"
+          + (f" mechanisms={','.join(v['mechanisms'])}" if v["mechanisms"] else ""))
+    for why in v["inconclusive_because"]:
+        print(f"inconclusive: {why}")
+    return exit_code(v)
 
 
 if __name__ == "__main__":

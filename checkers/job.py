@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers import aggregates, attribution, evidence, invariants, kernel
+from checkers import aggregates, attribution, evidence, invariants, kernel, stories
+from checkers.analysis import Analysis
 from checkers.ingest import partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.session import make_session
@@ -33,34 +33,6 @@ from checkers.verdict import build_verdict
 
 #: every anomaly the checker reports, in report order
 ANOMALIES = kernel.ANOMALIES
-
-
-@dataclass
-class Analysis:
-    """Counts, evidence and per-partition figures; what the verdict and the tables are made of.
-
-    ``rows[name]`` holds every evidence row of an anomaly as a dict when its evidence is small
-    (the usual case: a run with a handful of anomalies); large evidence is a DataFrame over the
-    Parquet files the partition tasks wrote (``frames[name]``).
-    """
-    counts: dict[str, int]
-    acked_writes: int
-    history_records: int
-    rows: dict[str, list[dict[str, Any]]]
-    frames: dict[str, DataFrame]
-    columns: dict[str, list[tuple[str, str]]]
-    stats: list[dict[str, Any]]
-    throughput: list[dict[str, Any]]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def examples(self, name: str, n: int) -> list[dict[str, Any]]:
-        if name in self.rows:
-            return self.rows[name][:n]
-        df = self.frames[name]
-        t = next((c for c in ("ack_t", "t_first", "invoke_t", "complete_t") if c in df.columns), None)
-        order = [c for c in (t, "topic", "partition", "offset", "value", "process") if c and c in df.columns]
-        got = [json.loads(r[0]) for r in df.orderBy(*order).select(F.to_json(F.struct(*df.columns))).limit(n).collect()]
-        return [{c: r.get(c) for c in df.columns} for r in got]   # to_json leaves out nulls; rows keep them
 
 
 #: evidence rows (all anomalies together) below which evidence is collected to the driver;
@@ -154,7 +126,14 @@ def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
                             "bad_lines": inputs.ingest.bad_lines, "torn_lines": inputs.ingest.torn_lines}
     stats = [r.stats for r in results if r.stats is not None]
     tp = aggregates.merge_throughput([r.throughput for r in results])
-    return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info)
+    keyed: dict[str, int] = {}
+    for r in results:
+        for k, n in r.incidents.items():
+            keyed[k] = keyed.get(k, 0) + n
+    extra_info["incidents"] = keyed
+    extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run, min_isr=min_isr)
+    return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,
+                    bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines))
 
 
 def _sort_rows(rows: dict[str, list[dict[str, Any]]]) -> None:

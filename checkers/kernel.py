@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from checkers import aggregates, attribution, divergence, evidence, failed, invariants, lost, polls, realtime, sends
+from checkers import (aggregates, attribution, divergence, evidence, failed, incidents, invariants, lost, polls,
+                      realtime, sends)
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import load
@@ -63,6 +64,7 @@ class PartResult:
     throughput: dict[str, np.ndarray]
     foreign: list[tuple] = field(default_factory=list)
     owned: list[tuple[str | None, str]] = field(default_factory=list)   # foreign values this partition sent
+    incidents: dict[str, int] = field(default_factory=dict)             # offset-keyed incidents by primary anomaly
 
 
 def _name(pf: PartitionFiles) -> str:
@@ -106,6 +108,8 @@ def check_partition(pf: PartitionFiles, ctx: Context) -> PartResult:
         stats = {"topic": p.topic, "partition": p.partition, "acked": acked, "max_acked_offset": p.max_acked_offset(),
                  "max_read_offset": p.max_read_offset(), "drain_end": p.drain_end,
                  "lost": counts["lost_write"], "unseen_at_end": counts["unseen_at_end"]}
+        if n_lost:
+            stats.update(lost_extent(lost_cols, fam.get("ack_below_min_isr", ({}, 0))[0]))
     owned = []
     if ctx.foreign:
         sent = p.sent_flags()
@@ -116,7 +120,26 @@ def check_partition(pf: PartitionFiles, ctx: Context) -> PartResult:
                     owned.append((topic, value))
     return PartResult(p.topic, p.partition, p.records, acked, counts, rows, files, stats,
                       aggregates.throughput_partial(p), divergence.foreign_reads(p) if p.partition is not None else [],
-                      owned)
+                      owned, incidents.partition_incidents(fam) if p.partition is not None else {})
+
+
+def lost_extent(lost_cols: dict[str, Any], below_cols: dict[str, Any]) -> dict[str, Any]:
+    """What a partition lost, for its loss story (checkers/stories.py): offset range, first and
+    last ack, the last first-miss, and how many of the lost writes were acknowledged below min ISR."""
+    off = incidents.offsets_of(lost_cols)
+    ack = np.asarray(lost_cols["ack_t"], dtype=np.float64)
+    miss = np.asarray(lost_cols.get("miss_t", []), dtype=np.float64)
+    keys = set(zip(list(lost_cols.get("process") or []), np.asarray(lost_cols.get("op", []), dtype=np.int64).tolist()))
+    below = set(zip(list(below_cols.get("process") or []), np.asarray(below_cols.get("op", []), dtype=np.int64).tolist()))
+
+    def _f(a: np.ndarray, fn) -> float | None:
+        a = a[~np.isnan(a)] if len(a) else a
+        return float(fn(a)) if len(a) else None
+    return {"lost_first_offset": int(off.min()) if len(off) else None,
+            "lost_last_offset": int(off.max()) if len(off) else None,
+            "lost_first_ack_t": _f(ack, np.min), "lost_last_ack_t": _f(ack, np.max),
+            "lost_first_miss_t": _f(miss, np.min), "lost_last_miss_t": _f(miss, np.max),
+            "lost_below_min_isr": len(keys & below)}
 
 
 def unowned_duplicates(foreign: Foreign, owned: set[tuple[str | None, str]]) -> list[dict[str, Any]]:

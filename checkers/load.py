@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
+from checkers import kafkalog
 from checkers.ingest import IngestResult, Split, convert_split, ingest
 from workloads import history as H
 
@@ -90,6 +91,27 @@ def read_log(path: Path, fields: dict[str, str]) -> list[LogRow]:
         return []
     return [{k: _coerce(kind, rec.get(k)) for k, kind in fields.items()}
             for rec in H.read_jsonl(path) if isinstance(rec, dict)]
+
+
+def read_log_lines(path: Path, fields: dict[str, str], source: str) -> list[LogRow]:
+    """:func:`read_log` with each row's ``source`` (the file, relative to the run directory) and
+    ``line`` (1-based, counting every line of the file): a loss story (checkers/stories.py)
+    points at the very event it tells, so a reader can open the line."""
+    if not path.is_file():
+        return []
+    out: list[LogRow] = []
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.endswith(b"\n"):
+                break                      # a torn last line, as workloads.history.read_jsonl
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append({**{k: _coerce(kind, rec.get(k)) for k, kind in fields.items()},
+                            "source": source, "line": n})
+    return out
 
 
 class CheckerInputError(Exception):
@@ -188,19 +210,23 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
     run, files = precheck(rd)
     ingested = ingest(rd, files, run_splits=_spark_splits(spark))   # the partition kernel reads it
 
-    timeline = read_log(rd / "timeline.jsonl", TIMELINE_FIELDS)
+    timeline = read_log_lines(rd / "timeline.jsonl", TIMELINE_FIELDS, "timeline.jsonl")
     observer = read_log(rd / "observer.jsonl", OBSERVER_FIELDS)
     cluster_paths = [Path(p) for p in sorted(glob.glob(str(rd / "cluster-logs" / "*" / "events.jsonl")))]
     proxy = rd / "proxy-events.jsonl"
     ev_paths = [*cluster_paths, proxy]
     w0 = float(run.get("wall_at_t0") or 0.0)
-    if not run.get("wall_at_t0") and any(p.exists() for p in ev_paths):
+    # real Kafka: hosts with Kafka's log4j files and no events.jsonl (checkers/kafkalog, docs/kafka-logs.md)
+    kafka = kafkalog.read_cluster_logs(rd / "cluster-logs")
+    if not run.get("wall_at_t0") and (any(p.exists() for p in ev_paths) or kafka):
         # without the run clock's wall anchor the event times cannot be joined with the history
         raise CheckerInputError(f"{rd / 'run.json'}: field 'wall_at_t0' missing; want it to map cluster event 'wall' times to the run clock")
     events: list[LogRow] = []
     for path in ev_paths:   # on the run clock, with the host it came from (its cluster-logs folder)
         host = "proxy" if path == proxy else path.parent.name
         events += [{**e, "t": None if e["wall"] is None else e["wall"] - w0, "host": host}
-                   for e in read_log(path, EVENT_FIELDS)]
-    has_cluster = any(p.exists() and p.stat().st_size > 0 for p in cluster_paths)
+                   for e in read_log_lines(path, EVENT_FIELDS, path.relative_to(rd).as_posix())]
+    events += [{**{k: _coerce(kind, e.get(k)) for k, kind in EVENT_FIELDS.items()}, "t": e["wall"] - w0,
+                "host": e["host"], "source": e["source"], "line": e["line"]} for e in kafka]
+    has_cluster = any(p.exists() and p.stat().st_size > 0 for p in cluster_paths) or bool(kafka)
     return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files)

@@ -6,8 +6,8 @@ and the leader appends in order, seed 003 §2.3). A *send skip* is the Kafka-spe
 between two successive acknowledged sends of a producer lies an offset holding another value
 of the same producer that was not sent between them - the log reordered that producer's writes.
 
-Computed over the producer's entries in offset order with prefix scans, never a range join:
-for each entry, the nearest acknowledged anchors before and after it in the log.
+Computed over each producer's entries in offset order with binary searches, never a range
+join: each consecutive pair of its acknowledged sends looks up the entries between its offsets.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.partition import OK, TYPE_NAMES, Partition, group_starts, proc_strings, tp_cols, value_strings
+from checkers.partition import TYPE_NAMES, Partition, proc_strings, tp_cols, value_strings
 
 
 def send_order(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
@@ -37,7 +37,14 @@ def send_order(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
 
 def _skips(p: Partition, ok: np.ndarray, same: np.ndarray) -> tuple[dict[str, Any], int]:
     """Log entries of a producer strictly between two of its consecutive acknowledged sends
-    (in offset order) that were sent before the first or after the second."""
+    (by op, offsets ``a < b``) that were sent before the first or after the second - including
+    its own *acknowledged* writes sitting there out of order (docs/anomalies.md §send_skip).
+
+    Per producer, its log entries sorted by offset; each consecutive pair of acknowledged sends
+    selects the entries in ``(a, b)`` with two binary searches. A healthy log has none there
+    (only sends issued between the two, e.g. an indeterminate one), so the work is the pairs
+    plus the offenders. One row per offending entry: its first pair (in op order) reports it.
+    """
     s = p.sends
     off, vc = p.log()
     nn = vc >= 0
@@ -48,38 +55,39 @@ def _skips(p: Partition, ok: np.ndarray, same: np.ndarray) -> tuple[dict[str, An
     lo, hi = np.searchsorted(sv, vc, "left"), np.searchsorted(sv, vc, "right")
     cnt = hi - lo
     ent = np.repeat(np.arange(len(vc)), cnt)
-    if len(ent) == 0:
+    if len(ent) == 0 or len(ok) < 2:
         return {}, 0
     within = np.arange(len(ent)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     snd = by_v[lo[ent] + within]
     e_off, e_vc = off[ent], vc[ent]
     w, w_op, w_type = s.proc[snd], s.op[snd], s.type[snd]
-    anchor = (w_type == OK) & ~s.offset.null[snd] & (s.offset.values[snd] == e_off)
-    order = np.lexsort((e_vc, e_off, w))
-    e_off, e_vc, w, w_op, w_type, anchor, snd = (a[order] for a in (e_off, e_vc, w, w_op, w_type, anchor, snd))
-    n = len(order)
-    starts = group_starts(w)
-    gstart = np.repeat(starts, np.diff(np.r_[starts, n]))
-    gend = np.repeat(np.r_[starts[1:], n] - 1, np.diff(np.r_[starts, n]))
-    idx = np.arange(n)
-    last = np.maximum.accumulate(np.where(anchor, idx, -1))
-    before = np.r_[-1, last[:-1]]
-    before = np.where(before >= gstart, before, -1)
-    nxt = np.minimum.accumulate(np.where(anchor, idx, n)[::-1])[::-1]
-    after = np.r_[nxt[1:], n]
-    after = np.where(after <= gend, after, -1)
-    cand = np.flatnonzero(~anchor & (before >= 0) & (after >= 0))
-    cand = cand[(w_op[cand] < w_op[before[cand]]) | (w_op[cand] > w_op[after[cand]])]
-    if len(cand) == 0:
+    order = np.lexsort((e_vc, e_off, w))             # by producer, then offset
+    e_off, e_vc, w, w_op, w_type = (a[order] for a in (e_off, e_vc, w, w_op, w_type))
+    # consecutive acknowledged sends (op order) of one producer with increasing offsets
+    pa, pb = ok[:-1][same[1:]], ok[1:][same[1:]]
+    oa, ob = s.offset.values[pa], s.offset.values[pb]
+    up = ob > oa + 1
+    pa, pb, oa, ob = pa[up], pb[up], oa[up], ob[up]
+    if len(pa) == 0:
         return {}, 0
-    # ...and the two anchors must be consecutive acknowledged sends of the producer (op order)
-    proc_ok, op_ok = s.proc[ok], s.op[ok]
-    key_ok = list(zip(proc_ok.tolist(), op_ok.tolist()))
-    next_op = {key_ok[i]: int(op_ok[i + 1]) for i in range(len(ok) - 1) if same[i + 1]}
-    keep = [i for i in cand if next_op.get((int(w[i]), int(w_op[before[i]]))) == int(w_op[after[i]])]
-    keep = np.array(keep, dtype=np.int64)
-    b, a = before[keep], after[keep]
-    cols = {**tp_cols(p, len(keep)), "process": proc_strings(p, w[keep]), "prev_op": w_op[b], "prev_offset": e_off[b],
-            "op": w_op[a], "offset": e_off[a], "skipped_offset": e_off[keep], "skipped_value": value_strings(p, e_vc[keep]),
-            "skipped_op": w_op[keep], "skipped_type": [TYPE_NAMES[int(t)] for t in w_type[keep]]}
-    return cols, len(keep)
+    # the entries of the pair's producer with offsets in (a, b): w is sorted, then offset
+    key = w.astype(np.int64) * (1 << 40) + e_off.astype(np.int64)
+    pw = s.proc[pa].astype(np.int64) * (1 << 40)
+    i0 = np.searchsorted(key, pw + oa, "right")
+    i1 = np.searchsorted(key, pw + ob, "left")
+    k = np.maximum(i1 - i0, 0)
+    if k.sum() == 0:
+        return {}, 0
+    pair = np.repeat(np.arange(len(pa)), k)
+    idx = np.repeat(i0, k) + (np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k))
+    outside = (w_op[idx] < s.op[pa[pair]]) | (w_op[idx] > s.op[pb[pair]])
+    pair, idx = pair[outside], idx[outside]
+    if len(idx) == 0:
+        return {}, 0
+    _, first = np.unique(idx, return_index=True)      # one row per entry: its first pair
+    pair, idx = pair[first], idx[first]
+    a, b = pa[pair], pb[pair]
+    cols = {**tp_cols(p, len(idx)), "process": proc_strings(p, w[idx]), "prev_op": s.op[a], "prev_offset": oa[pair],
+            "op": s.op[b], "offset": ob[pair], "skipped_offset": e_off[idx], "skipped_value": value_strings(p, e_vc[idx]),
+            "skipped_op": w_op[idx], "skipped_type": [TYPE_NAMES[int(t)] for t in w_type[idx]]}
+    return cols, len(idx)

@@ -5,21 +5,40 @@ shows Kafka broke a promise does; ``unseen_at_end`` (availability) and
 ``failed_write_visible_allowed`` (Kafka allows it, seed 003 §2.7) are only counted; a duplicate
 only breaks a promise when the producer was idempotent (``enable.idempotence``, Kafka's default
 since 3.0, is assumed on unless run.json's switches say false).
+
+The outcome says what the run proved (docs/anomalies.md §outcome): a run that found what it
+looked for, or broke a promise, is conclusive; a run that found nothing is only a pass when it
+tested something - at least one acknowledged write, and a complete read (the final drain's end)
+of every partition that had acknowledged writes. Otherwise it is *inconclusive*, with the reason,
+and has its own exit code (:data:`EXIT_INCONCLUSIVE`): a run that wrote nothing must never pass.
 """
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from checkers.job import Analysis
+from checkers import incidents
+from checkers.analysis import Analysis
+from checkers.stories import mechanism_counts
 
 INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 
+#: exit codes of ``python -m checkers``, ``faultline check`` and ``faultline run`` (docs/architecture.md)
+EXIT_AS_EXPECTED, EXIT_UNEXPECTED, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 4
+#: partitions named in an inconclusive reason before "and N more"
+_NAMED = 10
+
 
 def _false(v: Any) -> bool:
     return v is False or (isinstance(v, str) and v.strip().lower() in ("false", "0", "no", "off"))
+
+
+def pkey(topic: Any, partition: Any) -> str:
+    """A partition's key in verdict.json: ``<topic>@<partition>``, as the ingest names its
+    directories; ``@`` cannot occur in a Kafka topic name (letters, digits, ``.``, ``_``, ``-``),
+    so the key splits back unambiguously at its last ``@``."""
+    return f"{topic}@{partition}"
 
 
 def invalidating(counts: dict[str, int], run: dict[str, Any]) -> list[str]:
@@ -33,7 +52,29 @@ def invalidating(counts: dict[str, int], run: dict[str, Any]) -> list[str]:
     return bad
 
 
-def build_verdict(an: "Analysis", run: dict[str, Any], *, expect: str | None = None) -> dict[str, Any]:
+def thin_evidence(acked: int, stats: list[dict[str, Any]]) -> list[str]:
+    """Why the run cannot show a pass: no acknowledged write, or partitions with acknowledged
+    writes whose end nobody read completely (no ``drain-end``: a lost write there could hide
+    as merely unseen)."""
+    if acked == 0:
+        return ["no acknowledged writes: nothing was tested"]
+    unread = sorted(pkey(s["topic"], s["partition"]) for s in stats
+                    if s.get("partition") is not None and int(s.get("acked") or 0) > 0 and s.get("drain_end") is None)
+    if not unread:
+        return []
+    named = ", ".join(unread[:_NAMED]) + (f" and {len(unread) - _NAMED} more" if len(unread) > _NAMED else "")
+    return [f"no complete read (final drain end) of {len(unread)} partition{'s' if len(unread) != 1 else ''} "
+            f"with acknowledged writes: {named}"]
+
+
+def exit_code(verdict: dict[str, Any]) -> int:
+    """0 as expected, 1 not as expected, 4 inconclusive (too little evidence to tell)."""
+    if verdict.get("outcome") == "inconclusive":
+        return EXIT_INCONCLUSIVE
+    return EXIT_AS_EXPECTED if verdict.get("as_expected") else EXIT_UNEXPECTED
+
+
+def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = None) -> dict[str, Any]:
     counts = dict(an.counts)
     bad = invalidating(counts, run)
     valid = not bad
@@ -42,21 +83,35 @@ def build_verdict(an: "Analysis", run: dict[str, Any], *, expect: str | None = N
         as_expected = counts["lost_write"] > 0
     else:
         as_expected = valid and counts["lost_write"] == 0
-    by_part = {f"{r['topic']}-{r['partition']}": int(r["lost"]) for r in an.stats if r.get("lost")}
+    # found what it looked for (or a broken promise) is conclusive; finding nothing needs evidence
+    found_nothing = (expected == "no-loss" and as_expected) or (expected == "loss" and not as_expected)
+    thin = thin_evidence(an.acked_writes, an.stats) if found_nothing else []
+    outcome = "inconclusive" if thin else ("as_expected" if as_expected else "unexpected")
+    n_incidents, by_kind = incidents.headline(an.extra.get("incidents") or {}, counts, bad)
+    by_part = {pkey(r["topic"], r["partition"]): int(r["lost"]) for r in an.stats if r.get("lost")}
     lost_rows = an.examples("lost_write", ATTRIBUTIONS)
     names = [c for c, _ in an.columns["lost_write"]]
     attribution_cols = [c for c in ("topic", "partition", "offset", "value", "process", "ack_t", "miss_t", "miss_by",
                                     "lost_because", "faults", "elections", "isr_changes", "alter_partition",
                                     "broker_events", "removed_by", "attribution") if c in names]
+    stories = list(an.extra.get("stories") or [])
     return {
+        "outcome": outcome,
+        "inconclusive_because": thin,
         "valid": valid,
+        "incidents": n_incidents,
+        "incidents_by_anomaly": by_kind,
         "counts": counts,
         "invalid_because": bad,
         "acked_writes": an.acked_writes,
         "history_records": an.history_records,
+        "bad_lines": an.bad_lines,
+        "torn_lines": an.torn_lines,
         "expected": expected,
-        "as_expected": as_expected,
+        "as_expected": as_expected and not thin,
         "run_id": run.get("run_id"),
+        "mechanisms": mechanism_counts(stories),
+        "stories": stories,
         "examples": {name: an.examples(name, EXAMPLES) for name in an.counts if counts[name] > 0},
         "lost_writes_by_partition": dict(sorted(by_part.items())),
         "attribution": [{c: r.get(c) for c in attribution_cols} for r in lost_rows],

@@ -438,6 +438,8 @@ def verdict_summary(verdict: dict[str, Any], expect: str) -> tuple[int, str]:
     msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
            f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
            f"expected {expect}: {'yes' if as_expected else 'NO'}")
+    if verdict.get("outcome") == "inconclusive":   # checkers/verdict.py: too little evidence, exit 4
+        return 4, msg + "; INCONCLUSIVE: " + "; ".join(verdict.get("inconclusive_because") or [])
     return (0 if as_expected else 1), msg
 
 

@@ -123,6 +123,14 @@ def send_skip_bad(b: HistoryBuilder, t: str) -> None:
     b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 1)), (1, _v(t, 3)), (2, _v(t, 2))], 5.0)
 
 
+def send_skip_acked(b: HistoryBuilder, t: str) -> None:
+    # op1 a@0 ok, op2 b@2 ok, op3 c@1 ok: an acknowledged write sits out of order between a and b
+    b.send(_p(t), t, 0, _v(t, 1), 0, 1.0)
+    b.send(_p(t), t, 0, _v(t, 2), 2, 2.0)
+    b.send(_p(t), t, 0, _v(t, 3), 1, 3.0)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 1)), (1, _v(t, 3)), (2, _v(t, 2))], 5.0)
+
+
 def send_skip_good(b: HistoryBuilder, t: str) -> None:
     # op2 c (info) sent between a and b lands between them: fine
     b.send(_p(t), t, 0, _v(t, 1), 0, 1.0)
@@ -233,6 +241,7 @@ CASES: list[Case] = [
     Case("offset-mismatch", "offset_mismatch", 1, mismatch, absent=("lost_write",)),
     Case("nonmonotonic-send", "nonmonotonic_send", 1, nonmono_send),
     Case("send-skip", "send_skip", 1, send_skip_bad),
+    Case("send-skip-acked", "send_skip", 1, send_skip_acked),
     Case("send-between-ok", "send_skip", 0, send_skip_good, clean=True),
     Case("realtime-regression", "realtime_offset_regression", 1, realtime_bad),
     Case("realtime-concurrent-ok", "realtime_offset_regression", 0, realtime_concurrent_ok, clean=True),

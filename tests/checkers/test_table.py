@@ -26,6 +26,10 @@ def table_run(spark, tmp_path_factory):
     rd = build_table().write(tmp_path_factory.mktemp("table") / "table-run", expect="no-loss",
                              switches={"min.insync.replicas": 1}, topic={"name": "t", "min_insync_replicas": 2},
                              extra_lines=torn)
+    with open(rd / "history" / "clean.producer-0.jsonl", "r+") as fh:   # one line that is not a record
+        first, rest = fh.read().split("\n", 1)       # line 1 stays a record: precheck reads it
+        fh.seek(0)
+        fh.write(first + '\n{"v":1,"t":"soon","process":"clean.producer-0"}\n' + rest)
     verdict = check_run(rd, spark=spark)
     per_topic: dict[str, Counter] = {}
     for name in ANOMALIES:
@@ -56,7 +60,9 @@ def test_verdict_shape_and_counts(table_run):
         assert verdict["counts"][name] == sum(c[name] for c in per_topic.values()), name
     assert verdict["valid"] is False and verdict["as_expected"] is False and verdict["expected"] == "no-loss"
     assert "lost_write" in verdict["invalid_because"] and "unseen_at_end" not in verdict["invalid_because"]
-    assert verdict["lost_writes_by_partition"]["lost-read-past-0"] == 1
+    # keys are <topic>@<partition>: unambiguous for topics with dashes (and digits) in their names
+    assert verdict["lost_writes_by_partition"]["lost-read-past@0"] == 1
+    assert all(k.rsplit("@", 1)[0] in {c.name for c in CASES} for k in verdict["lost_writes_by_partition"])
     assert verdict["acked_writes"] > 30
     assert verdict["examples"]["lost_write"]
 
@@ -96,3 +102,12 @@ def test_aggregates(table_run):
     lbp = pd.read_csv(rd / "aggregates" / "lost_by_partition.csv")
     assert int(lbp.loc[lbp.topic == "lost-read-past", "lost"].iloc[0]) == 1
     assert int(lbp.loc[lbp.topic == "unseen-not-lost", "unseen_at_end"].iloc[0]) == 1
+
+
+def test_history_records_and_bad_lines(table_run):
+    """history_records counts the records of the schema; the bad line and the torn tail are
+    counted apart (docs/verdict-format.md)."""
+    rd, verdict, _ = table_run
+    lines = sum(len(p.read_text().splitlines()) for p in (rd / "history").glob("*.jsonl"))
+    assert verdict["bad_lines"] == 1 and verdict["torn_lines"] == 1
+    assert verdict["history_records"] == lines - 2       # every complete line but the bad one (and the torn)

@@ -1,0 +1,449 @@
+"""Loss stories: per topic-partition that lost writes, what happened, in order, and which rule let it.
+
+The attribution (checkers/attribution.py) lists, per lost write, every fault and event in its
+window - on a KIP-903 run some twenty lines per row, the same lines for 1,400 rows. A reviewer
+wants the causal chain once per partition: which replica came back short and why, how it got
+(back) into the ISR, which election made it leader, which Kafka rule was (or was not) applied,
+and what was lost. This module classifies that chain into a stable *mechanism* label
+(:data:`MECHANISMS`, the contract in docs/verdict-format.md §stories) and tells it in 3-8
+sentences, each step pointing at the event line it comes from.
+
+Inputs are the run's small logs as the driver already holds them (checkers/load.py: timeline
+rows, cluster and proxy events with ``source`` and ``line``), run.json and the per-partition
+extent of the lost writes the partition tasks return (checkers/kernel.py ``lost_extent``).
+Pure Python and stdlib only: the report, ``faultline suite``, ``faultline shrink`` and the
+Kafka-log event source use the same labels, and none of them needs Spark to read them.
+
+The classifier reads evidence, never a scenario name: the same events from Kafka's own logs
+give the same label. A pattern it does not recognise is ``unexplained`` - said plainly, with
+the events it saw.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: the stable machine labels (docs/verdict-format.md): the primary one is the protocol step that
+#: let the loss through; a story lists the others that also applied
+MECHANISMS: dict[str, str] = {
+    "stale_alter_partition_readmit": "replica re-added to the ISR by a stale AlterPartition (KIP-903)",
+    "last_replica_standing": "last ISR member re-elected after losing its tail (KIP-966)",
+    "unclean_election": "unclean election of an out-of-sync replica (unclean.leader.election.enable, KIP-704)",
+    "empty_replica_elected": "an empty or truncated replica elected leader",
+    "truncated_to_lossy_leader": "followers truncated to a leader that lost its tail",
+    "ack_below_min_isr": "acknowledged while the ISR was below min.insync.replicas",
+    "unexplained": "no recorded fault or event explains the loss",
+}
+
+#: cluster clocks vs the run clock (as checkers/attribution.py)
+SLACK_S = 2.0
+#: the most sentences a story tells (the last one is always what was lost)
+MAX_SENTENCES = 8
+
+_SHORTENING_FAULTS = ("disk-wipe", "wipe")
+_CRASH_FAULTS = ("reboot", "kill", "restart", "power", "page-cache")
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+        isinstance(v, float) and math.isnan(v)) else None
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _t(v: float | None) -> str:
+    return "t=?" if v is None else f"t={v:.3f}s"
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() in ("true", "1", "yes", "on"))
+
+
+def _ref(row: dict[str, Any] | None) -> dict[str, Any]:
+    if not row:
+        return {"source": None, "line": None}
+    return {"source": row.get("source"), "line": row.get("line")}
+
+
+def unclean_allowed(run: dict[str, Any]) -> bool:
+    """unclean.leader.election.enable as the run set it: the topic's config over the target's
+    switch (Kafka: a topic config overrides the broker default;
+    ReplicationControlManager -> ConfigurationControlManager.uncleanLeaderElectionEnabledForTopic)."""
+    topic = run.get("topic") if isinstance(run.get("topic"), dict) else {}
+    for src in (topic.get("config") if isinstance(topic.get("config"), dict) else {}, topic,
+                run.get("settings") if isinstance(run.get("settings"), dict) else {}, run.get("switches") or {}):
+        for k in ("unclean.leader.election.enable", "unclean_leader_election_enable"):
+            if k in src:
+                return _truthy(src[k])
+    return False
+
+
+def _kip903_on(run: dict[str, Any]) -> bool | None:
+    sw = run.get("switches") or {}
+    return None if "kip903.enabled" not in sw else _truthy(sw["kip903.enabled"])
+
+
+def _elr_on(run: dict[str, Any]) -> bool | None:
+    sw = run.get("switches") or {}
+    v = sw.get("eligible.leader.replicas.version")
+    if v is None:
+        return None
+    return _int(v) is not None and _int(v) > 0 or _truthy(v)
+
+
+@dataclass
+class _World:
+    """The run's events, indexed the way the classifier asks."""
+    events: list[dict[str, Any]]
+    faults: list[dict[str, Any]]                 # {t, stop, fault, brokers, id, row}
+    host_node: dict[str, int] = field(default_factory=dict)
+
+    def broker_of(self, name: str) -> int | None:
+        if name in self.host_node:
+            return self.host_node[name]
+        m = re.search(r"(\d+)$", name or "")
+        return int(m.group(1)) if m else None
+
+
+def _world(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> _World:
+    evs = sorted((e for e in events if _num(e.get("t")) is not None), key=lambda e: (e["t"], e.get("line") or 0))
+    host_node: dict[str, int] = {}
+    for e in evs:
+        n = _int(e.get("node"))
+        h = e.get("host")
+        if h and h not in ("proxy", "controller") and n is not None and n >= 0:
+            host_node.setdefault(h, n)
+    w = _World(evs, [], host_node)
+    starts: dict[str, dict[str, Any]] = {}
+    stops: dict[str, float] = {}
+    for r in timeline:
+        if r.get("kind") != "nemesis" or _num(r.get("t")) is None:
+            continue
+        fid = str(r.get("id"))
+        if r.get("phase") == "start":
+            starts.setdefault(fid, r)
+        elif r.get("phase") == "stop":
+            stops[fid] = max(stops.get(fid, -math.inf), float(r["t"]))
+    for fid, r in starts.items():
+        targets = [str(x) for x in r.get("targets") or [] if x is not None]
+        w.faults.append({"t": float(r["t"]), "stop": stops.get(fid), "fault": str(r.get("fault") or "?"), "id": fid,
+                         "targets": targets, "brokers": [b for b in (w.broker_of(x) for x in targets) if b is not None],
+                         "row": r})
+    w.faults.sort(key=lambda f: f["t"])
+    return w
+
+
+def _tp(e: dict[str, Any], topic: str, partition: int) -> bool:
+    return e.get("topic") == topic and _int(e.get("partition")) == partition
+
+
+def _epochs(e: dict[str, Any]) -> dict[int, int]:
+    raw = e.get("broker_epochs")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    if isinstance(raw, dict):
+        return {int(k): int(v) for k, v in raw.items() if _int(k) is not None and _int(v) is not None}
+    if isinstance(raw, list):   # [{"broker_id": b, "broker_epoch": e}, ...]
+        out = {}
+        for x in raw:
+            if isinstance(x, dict):
+                b, ep = _int(x.get("broker_id", x.get("broker"))), _int(x.get("broker_epoch", x.get("epoch")))
+                if b is not None and ep is not None:
+                    out[b] = ep
+        return out
+    return {}
+
+
+@dataclass
+class _Step:
+    t: float | None
+    kind: str
+    text: str
+    row: dict[str, Any] | None
+    rank: int = 5          # lower = keep when the story must be shortened
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"t": None if self.t is None else round(self.t, 3), "kind": self.kind, "text": self.text,
+                "event": _ref(self.row)}
+
+
+def _node_of(e: dict[str, Any]) -> int | None:
+    """The broker an event is about: its ``broker`` field, else the node that wrote it."""
+    b = _int(e.get("broker"))
+    return b if b is not None else _int(e.get("node"))
+
+
+def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | None) -> dict[str, Any]:
+    topic, part = st["topic"], int(st["partition"])
+    n = int(st.get("lost") or 0)
+    l0, l1 = _int(st.get("lost_first_offset")), _int(st.get("lost_last_offset"))
+    a0, a1 = _num(st.get("lost_first_ack_t")), _num(st.get("lost_last_ack_t"))
+    m1 = _num(st.get("lost_last_miss_t"))
+    lo = (a0 if a0 is not None else 0.0) - SLACK_S
+    hi = (m1 if m1 is not None else math.inf) + SLACK_S
+    pe = [e for e in w.events if _tp(e, topic, part)]
+    # the controller's side of an AlterPartition; the proxy's copy only when the controller wrote none
+    ctl_ap = [e for e in pe if e.get("event") == "alter_partition" and e.get("host") != "proxy"]
+    if not ctl_ap:
+        ctl_ap = [e for e in w.events if e.get("event") == "alter_partition" and e.get("host") == "proxy"
+                  and _int(e.get("partition")) == part]
+    state = [e for e in pe if e.get("event") in ("leader_elected", "isr_changed")]
+    l0k = l0 if l0 is not None else -1
+
+    def state_before(t: float) -> dict[str, Any] | None:
+        prior = [e for e in state if e["t"] < t]
+        return prior[-1] if prior else None
+
+    def became(b: int, epoch: int | None, after: float) -> dict[str, Any] | None:
+        for e in pe:
+            if e.get("event") == "became_leader" and _node_of(e) == b and e["t"] >= after - SLACK_S and (
+                    epoch is None or _int(e.get("leader_epoch")) in (None, epoch)):
+                return e
+        return None
+
+    def shortening(b: int, before: float) -> tuple[str, dict[str, Any], float] | None:
+        """Why broker b's log lacked the lost offsets by ``before``: a wipe, a recovery or a
+        truncation that left it at or below the first lost offset (latest first)."""
+        found: list[tuple[float, str, dict[str, Any]]] = []
+        for f in w.faults:
+            if f["t"] <= before and b in f["brokers"] and any(k in f["fault"] for k in _SHORTENING_FAULTS):
+                found.append((f["t"], "wipe", f))
+        for e in pe:
+            if e["t"] > before + SLACK_S or _node_of(e) != b:
+                continue
+            leo = _int(e.get("log_end_offset"))
+            if e.get("event") == "recovery" and leo is not None and leo <= l0k and e["t"] >= lo:
+                found.append((e["t"], "recovery", e))
+            to = _int(e.get("to_offset"))
+            if e.get("event") == "truncation" and to is not None and to <= l0k and e["t"] >= lo:
+                found.append((e["t"], "truncation", e))
+        if not found:
+            return None
+        t, kind, row = max(found, key=lambda x: x[0])
+        return kind, row, t
+
+    def crash(b: int, t0: float, t1: float) -> dict[str, Any] | None:
+        for f in w.faults:
+            if t0 <= f["t"] <= t1 and b in f["brokers"] and any(k in f["fault"] for k in _CRASH_FAULTS):
+                return f
+        return None
+
+    def registered(b: int, t0: float, t1: float) -> dict[str, Any] | None:
+        regs = [e for e in w.events if e.get("event") == "broker_registered" and _node_of(e) == b
+                and t0 - SLACK_S <= e["t"] <= t1]
+        return regs[-1] if regs else None
+
+    steps: list[_Step] = []
+    mechs: list[str] = []
+    primary = "unexplained"
+    allowed_by = None
+
+    # 1. the election that put a leader without the lost writes in charge
+    elections = [e for e in pe if e.get("event") == "leader_elected" and lo <= e["t"] <= hi
+                 and _int(e.get("leader")) is not None and _int(e.get("leader")) >= 0]
+    loss_el = None
+    why_short = None
+    for e in elections:
+        b = _int(e.get("leader"))
+        bl = became(b, _int(e.get("leader_epoch")), e["t"])
+        sh = shortening(b, e["t"])
+        if (bl is not None and _int(bl.get("log_end_offset")) is not None and _int(bl.get("log_end_offset")) <= l0k) or sh:
+            loss_el, why_short = e, sh
+            break
+    if loss_el is None and elections:
+        loss_el = elections[0]
+    follower_trunc = [e for e in pe if e.get("event") == "truncation" and lo <= e["t"] <= hi
+                      and _int(e.get("to_offset")) is not None and _int(e.get("to_offset")) <= l0k
+                      and (_int(e.get("from_offset")) or 0) > l0k
+                      and (loss_el is None or (_node_of(e) != _int(loss_el.get("leader")) and e["t"] >= loss_el["t"]))]
+
+    if loss_el is not None:
+        wb = _int(loss_el.get("leader"))
+        et = loss_el["t"]
+        ep = _int(loss_el.get("leader_epoch"))
+        prior = state_before(et)
+        prior_isr = [x for x in (prior or {}).get("isr") or [] if x is not None] if prior else None
+        old_leader = _int((prior or {}).get("leader"))
+        reason = str(loss_el.get("reason") or "")
+        bl = became(wb, ep, et)
+        leo = _int(bl.get("log_end_offset")) if bl else None
+        # why the winner was short
+        if why_short:
+            kind, row, t = why_short
+            if kind == "wipe":
+                steps.append(_Step(t, "fault", f"At {_t(t)} broker {wb}'s disk was wiped ({row['fault']} {row['id']}): "
+                                   f"its copy of {topic}@{part} was gone.", row["row"], 1))
+            elif kind == "recovery":
+                cr = crash(wb, lo - 60.0, t)
+                how = f" after {cr['fault']} {cr['id']} at {_t(cr['t'])}" if cr else ""
+                steps.append(_Step(t, "recovery", f"At {_t(t)} broker {wb} recovered {topic}@{part}{how} with its log "
+                                   f"ending at offset {row.get('log_end_offset')} ({row.get('reason') or 'recovery'}): "
+                                   f"the unflushed tail was lost.", row, 1))
+            else:
+                steps.append(_Step(t, "truncation", f"At {_t(t)} broker {wb} truncated {topic}@{part} from offset "
+                                   f"{row.get('from_offset')} to {row.get('to_offset')} ({row.get('reason') or 'truncation'}).",
+                                   row, 1))
+        short_t = why_short[2] if why_short else None
+        reg = registered(wb, short_t if short_t is not None else lo, et)
+        if reg is not None:
+            clean = reg.get("clean_shutdown")
+            steps.append(_Step(reg["t"], "broker_registered",
+                               f"At {_t(reg['t'])} broker {wb} registered again with broker epoch {reg.get('broker_epoch')}"
+                               + (" after an unclean shutdown" if clean is False else "") + ".", reg, 4))
+        # how it got into the ISR it was elected from: an AlterPartition accepted after it came back short
+        readmit = None
+        if short_t is not None:
+            for ap in ctl_ap:
+                if short_t <= ap["t"] <= et and ap.get("accepted") is not False and wb in (ap.get("new_isr") or []):
+                    readmit = ap
+        if reason == "unclean" or (prior_isr is not None and wb not in prior_isr
+                                   and reason not in ("elr", "last_known_leader")):
+            primary = "unclean_election"
+            allowed = unclean_allowed(run)
+            allowed_by = "unclean.leader.election.enable=true" if allowed else None
+            rule = ("allowed by unclean.leader.election.enable=true (ReplicationControlManager: an unclean "
+                    "election picks any live replica when no ISR member is left, KIP-704)" if allowed else
+                    "although unclean.leader.election.enable is not set (an election outside the ISR breaks "
+                    "PartitionChangeBuilder.electAnyLeader's rule)")
+            steps.append(_Step(et, "election", f"At {_t(et)} the controller elected broker {wb} leader of {topic}@{part} "
+                               f"(leader epoch {ep}) from outside the ISR {prior_isr if prior_isr is not None else '?'}: "
+                               f"an unclean election, {rule}.", loss_el, 0))
+        elif reason in ("elr", "last_known_leader") or (
+                prior_isr is not None and prior_isr == [wb] and why_short and why_short[0] in ("recovery", "truncation")):
+            primary = "last_replica_standing"
+            elr = _elr_on(run)
+            rule = ("KIP-966's rule (ReplicationControlManager.handleBrokerUncleanShutdown: a broker back from an "
+                    "unclean shutdown leaves the ELR) was " + ("off (eligible.leader.replicas.version=0)" if elr is False
+                                                            else "not enough" if elr else "not applied"))
+            steps.append(_Step(et, "election", f"At {_t(et)} broker {wb}, the last replica standing in the ISR "
+                               f"{prior_isr if prior_isr is not None else ''}, was elected leader again (leader epoch {ep}, "
+                               f"reason {reason or '?'}) with its shortened log; {rule}.", loss_el, 0))
+        else:
+            if readmit is not None:
+                primary = "stale_alter_partition_readmit"
+                bep = _epochs(readmit)
+                sent = bep.get(wb)
+                ver = _int(readmit.get("version"))
+                kip = _kip903_on(run)
+                carried = (f"carrying broker epoch {sent} for it" if sent is not None else
+                           f"carrying no broker epochs (AlterPartition v{ver})" if ver is not None and ver < 3 else
+                           "carrying no broker epoch for it")
+                rule = ("KIP-903's check (ReplicationControlManager.ineligibleReplicasForIsr: reject a replica whose "
+                        "broker epoch does not match its registration with INELIGIBLE_REPLICA) was "
+                        + ("off (kip903.enabled=false)" if kip is False else "not applied"))
+                steps.append(_Step(readmit["t"], "alter_partition",
+                                   f"At {_t(readmit['t'])} the controller accepted an AlterPartition from leader "
+                                   f"{readmit.get('leader')} that put broker {wb} back into the ISR {readmit.get('new_isr')} "
+                                   f"(partition epoch {readmit.get('partition_epoch')}), {carried}; {rule}.", readmit, 0))
+                mechs.append("empty_replica_elected")
+            elif why_short is not None or (leo is not None and leo <= l0k):
+                primary = "empty_replica_elected"
+            # the old leader's failure
+            if old_leader is not None and old_leader >= 0 and old_leader != wb:
+                cr = crash(old_leader, lo - 5.0, et) or next(
+                    (f for f in w.faults if lo - 5.0 <= f["t"] <= et and old_leader in f["brokers"]), None)
+                if cr is not None:
+                    steps.append(_Step(cr["t"], "fault", f"At {_t(cr['t'])} leader broker {old_leader} was hit by "
+                                       f"{cr['fault']} ({cr['id']}).", cr["row"], 3))
+            short_txt = (" with an empty log" if leo == 0 or (why_short and why_short[0] == "wipe") else
+                         f" with its log ending at offset {leo}" if leo is not None else "")
+            rule = ("a clean election from the ISR (PartitionChangeBuilder.electAnyLeader); Kafka assumes every ISR "
+                    "member holds every acknowledged record (Partition.checkEnoughReplicasReachOffset)")
+            steps.append(_Step(et, "election", f"At {_t(et)} the controller elected broker {wb} leader of {topic}@{part} "
+                               f"(leader epoch {ep}, ISR {loss_el.get('isr')}){short_txt}: {rule}.", loss_el, 0))
+        if bl is not None and leo is not None and not any(s.kind == "election" and "log ending" in s.text for s in steps):
+            steps.append(_Step(bl["t"], "became_leader", f"Broker {wb} took over at {_t(bl['t'])} with log end offset {leo} "
+                               f"(HWM {bl.get('hwm')}), below the first lost offset {l0}.", bl, 2))
+        if (primary == "unexplained" and follower_trunc) or (follower_trunc and primary != "unexplained"):
+            if primary == "unexplained":
+                primary = "truncated_to_lossy_leader"
+            else:
+                mechs.append("truncated_to_lossy_leader")
+    elif follower_trunc:
+        primary = "truncated_to_lossy_leader"
+        rows = [e for e in state if e["t"] <= follower_trunc[0]["t"]]
+        leader = _int(rows[-1].get("leader")) if rows else None
+        who = f"leader broker {leader}" if leader is not None and leader >= 0 else "the leader"
+        steps.append(_Step(follower_trunc[0]["t"], "note",
+                           f"No election of {topic}@{part} is recorded between the first ack and the miss: {who} had "
+                           f"lost its tail (a restarted broker acting on its old leadership) and its followers "
+                           f"truncated to it.", None, 0))
+    if follower_trunc:
+        brokers = sorted({b for b in (_node_of(e) for e in follower_trunc) if b is not None})
+        e0 = follower_trunc[0]
+        leader_txt = f" to match leader broker {_int(loss_el.get('leader'))}" if loss_el is not None else ""
+        steps.append(_Step(e0["t"], "truncation", f"At {_t(e0['t'])} broker{'s' if len(brokers) > 1 else ''} "
+                           f"{', '.join(map(str, brokers))} truncated {topic}@{part} from offset {e0.get('from_offset')} "
+                           f"to {e0.get('to_offset')}{leader_txt} ({e0.get('reason') or 'truncation'}; "
+                           f"Partition.truncateTo): the last copies of the lost writes were gone.", e0,
+                           2 if primary != "truncated_to_lossy_leader" else 0))
+    below = int(st.get("lost_below_min_isr") or 0)
+    if below:
+        if below >= n and primary in ("unexplained", "truncated_to_lossy_leader", "empty_replica_elected"):
+            if primary != "unexplained":
+                mechs.insert(0, primary)
+            primary = "ack_below_min_isr"
+        else:
+            mechs.append("ack_below_min_isr")
+        steps.append(_Step(a0, "ack", f"{below} of the {n} lost writes were acknowledged while the ISR was below "
+                           f"min.insync.replicas={min_isr} (Partition.checkEnoughReplicasReachOffset must answer "
+                           f"NOT_ENOUGH_REPLICAS instead).", None, 0 if primary == "ack_below_min_isr" else 2))
+    if primary == "unexplained":
+        seen = sorted({f"{f['fault']}[{','.join(f['targets'])}]" for f in w.faults if f["t"] <= hi
+                       and (f["stop"] is None or f["stop"] >= lo - 30.0)})
+        n_el = len(elections)
+        steps.append(_Step(a0, "note", f"Unexplained: no election, recovery or truncation of {topic}@{part} recorded "
+                           f"between the first ack and the last miss shows where the writes went "
+                           f"({n_el} election{'s' if n_el != 1 else ''} in the window; faults: "
+                           f"{', '.join(seen) or 'none'}); the raw evidence is below.", None, 0))
+    steps.sort(key=lambda s: (math.inf if s.t is None else s.t))
+    while len(steps) > MAX_SENTENCES - 1:
+        drop = max(range(len(steps)), key=lambda i: (steps[i].rank, i))
+        steps.pop(drop)
+    lost_txt = (f"Lost: {n} acknowledged write{'s' if n != 1 else ''} of {topic}@{part}, offsets {l0}-{l1}, "
+                f"acknowledged between {_t(a0)} and {_t(a1)}.")
+    sentences = [s.text for s in steps] + [lost_txt]
+    while len(sentences) < 3:
+        sentences.insert(len(sentences) - 1, f"The partition's leader, ISR and broker events around the loss are "
+                                              f"in the evidence below ({len(pe)} events of {topic}@{part}).")
+    others = [m for m in dict.fromkeys(mechs) if m != primary]
+    return {"topic": topic, "partition": part, "mechanism": primary, "mechanisms": [primary, *others],
+            "label": MECHANISMS[primary], "allowed_by": allowed_by, "sentences": sentences,
+            "steps": [s.as_dict() for s in steps],
+            "lost": {"count": n, "first_offset": l0, "last_offset": l1,
+                     "first_ack_t": None if a0 is None else round(a0, 3),
+                     "last_ack_t": None if a1 is None else round(a1, 3)}}
+
+
+def build_stories(stats: list[dict[str, Any]], events: list[dict[str, Any]], timeline: list[dict[str, Any]],
+                  run: dict[str, Any], *, min_isr: int | None = None) -> list[dict[str, Any]]:
+    """One story per topic-partition with lost writes (``stats`` rows with ``lost`` > 0 and the
+    ``lost_*`` extent of checkers/kernel.py), ordered by lost count then name."""
+    todo = [s for s in stats if int(s.get("lost") or 0) > 0 and s.get("partition") is not None]
+    if not todo:
+        return []
+    w = _world(events, timeline)
+    out = [_story(s, w, run, min_isr) for s in todo]
+    out.sort(key=lambda s: (-s["lost"]["count"], str(s["topic"]), s["partition"]))
+    return out
+
+
+def mechanism_counts(stories: list[dict[str, Any]]) -> dict[str, int]:
+    """{primary mechanism: lost writes} over the run (verdict.json ``mechanisms``)."""
+    out: dict[str, int] = {}
+    for s in stories:
+        out[s["mechanism"]] = out.get(s["mechanism"], 0) + int(s["lost"]["count"])
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
