@@ -9,11 +9,11 @@ ratio of the two detection rates, per unit of wall time, is the case for targete
 
 Phase 1 runs campaigns through the real CLI, ``faultline run --no-check`` (no Spark per run:
 each run's wall time is the fault-injection run alone, the figure the <= 90 s budget is about):
-  targeted-off  campaigns/kip-903.yaml, kip903.enabled=false   N runs  -> expect loss every run
-  targeted-on   same, kip903.enabled=true                       N runs  -> no loss, INELIGIBLE_REPLICA (107)
-  random-off    campaigns/kip-903-random.yaml, kip903.enabled=false, looped until its total wall
+  targeted-off  campaigns/kip-903.yaml, metadata.version 3.4     N runs  -> expect loss every run
+  targeted-on   same, metadata.version 4.1 (KIP-903, ELR)       N runs  -> no loss, INELIGIBLE_REPLICA (107)
+  random-off    campaigns/kip-903-random.yaml, metadata.version 3.4, looped until its total wall
                 time reaches targeted-off's ("for the same total time")
-  random-on     optional: the random mix with the fix on (what it finds that is not KIP-903)
+  random-on     optional: the random mix at metadata.version 4.1 (what it finds that is not KIP-903)
 Phase 2 judges every run with the real checker in ONE SparkSession
 (``checkers.job.check_run(run, spark=session)``): lost_write from verdict.json, cross-checked
 by the acknowledged values the final drain did not read, and each lost write classified from
@@ -42,11 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BUDGET_S = 90.0  # issue 8 must-show 6: each fault-injection run at most 90 s
 MODES = {
-    "targeted-off": ("campaigns/kip-903.yaml", ["--set", "target.kip903.enabled=false", "--set", "expect=loss"]),
-    "targeted-on": ("campaigns/kip-903.yaml", ["--set", "target.kip903.enabled=true", "--set", "expect=no-loss"]),
-    "random-off": ("campaigns/kip-903-random.yaml", ["--set", "target.kip903.enabled=false", "--set", "expect=loss"]),
-    # the random mix with the KIP-903 fix on: losses it still finds are not KIP-903's
-    "random-on": ("campaigns/kip-903-random.yaml", ["--set", "target.kip903.enabled=true", "--set", "expect=loss"]),
+    # the vulnerable and the fixed cluster differ only by metadata.version, as in Kafka
+    "targeted-off": ("campaigns/kip-903.yaml", ["--set", "target.metadata.version=3.4", "--set", "expect=loss"]),
+    "targeted-on": ("campaigns/kip-903.yaml", ["--set", "target.metadata.version=4.1", "--set", "expect=no-loss"]),
+    "random-off": ("campaigns/kip-903-random.yaml", ["--set", "target.metadata.version=3.4", "--set", "expect=loss"]),
+    # the random mix on the fixed cluster: losses it still finds are not KIP-903's
+    "random-on": ("campaigns/kip-903-random.yaml", ["--set", "target.metadata.version=4.1", "--set", "expect=loss"]),
 }
 # random modes run for the wall time the targeted-off runs took, not for N runs
 TIMED = {"random-off": "targeted-off", "random-on": "targeted-off"}
