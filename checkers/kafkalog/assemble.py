@@ -1,0 +1,301 @@
+"""Turn the observations of every host, in time order, into kraftsim's event records.
+
+Why a state machine and not one event per line: Kafka logs one controller decision on
+every replica that applies it (``Leader ... starts at``, ``Follower ... starts at``,
+``Skipped the become-follower state change ... partition state ...``) and logs at INFO only
+part of what kraftsim's controller states in one event. So:
+
+* **Partition changes** are keyed by partition epoch (``PartitionChangeBuilder`` bumps it on
+  every change): the first observation of an epoch makes the event, later ones fill the fields
+  it lacked (a follower's line has no ISR; the leader's has). ``leader_elected`` when the
+  leader changed to a broker, else ``isr_changed`` - kraftsim's rule
+  (kraftsim/controller.py ``_commit_partition``).
+* **Reasons** the logs do not state are inferred and only from what they do state: ``initial``
+  (the controller created the partition), ``unclean`` (``UNCLEAN partition change``),
+  ``alter_partition`` (the leader's ``ISR updated to ... version updated to N`` for that
+  epoch), ``leader_fenced`` / ``controlled_shutdown`` (the old leader or a removed ISR member
+  was fenced for that reason in the seconds before). Otherwise the reason is null.
+* **Broker epochs** of fence/unfence come from the broker's latest registration;
+  ``clean_shutdown`` of a registration from the broker's LogManager line as it started (clean
+  shutdown file found or not); ``previous_broker_epoch`` is not logged (null).
+* **Truncations** take their reason from the fetcher's line before ``Truncating to offset``
+  and their ``from_offset`` from the fetcher (offset out of range names it) or from the last
+  log end offset that broker's log stated for the partition (load, ``starts at ... from offset``,
+  a no-op truncation): Kafka does not log the end offset it cut from, and a follower that
+  fetched after its last stated end offset cut from higher - a lower bound, said so in
+  docs/kafka-logs.md.
+* **Recovery**: a log loaded from a directory without a clean shutdown file (LogManager's
+  line), with its log end offset; ``recovery_point`` is the first unflushed segment recovered
+  (Kafka logs no recovery point at INFO), ``truncated_bytes`` 0 unless a corruption was found.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: seconds before a partition change within which a fence explains it (controller decisions
+#: are logged within milliseconds of each other; replicas apply them within a heartbeat)
+FENCE_EXPLAINS_S = 10.0
+#: a broker-side AlterPartition failure this close to the controller's reject of the same is the same
+SAME_REJECT_S = 5.0
+
+
+@dataclass
+class _Broker:
+    epoch: int | None = None
+    fenced: bool = True
+
+
+@dataclass
+class _Part:
+    leader: int | None = None
+    leader_epoch: int | None = None
+    partition_epoch: int | None = None
+    isr: list[int] | None = None
+    lrs: int | None = None
+    event: dict[str, Any] | None = None        # the event of the current partition epoch
+
+
+@dataclass
+class Assembler:
+    """Feed observations in time order (:meth:`add`), then take :attr:`events`."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    brokers: dict[int, _Broker] = field(default_factory=dict)
+    parts: dict[tuple[str, int], _Part] = field(default_factory=dict)
+    fences: list[tuple[float, int, str | None]] = field(default_factory=list)       # wall, broker, reason
+    accepted: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)  # (tp, new epoch) -> alter event
+    leo: dict[tuple[int | None, str, int], int] = field(default_factory=dict)       # (node, tp) -> last stated LEO
+    lso: dict[tuple[int | None, str, int], int] = field(default_factory=dict)
+    pending_trunc: dict[tuple[int | None, str, int], dict[str, Any]] = field(default_factory=dict)
+    unclean_dirs: dict[tuple[int | None, str], bool] = field(default_factory=dict)
+    recovering: dict[tuple[int | None, str, int], int] = field(default_factory=dict)
+    corrupt: set[tuple[int | None, str, int]] = field(default_factory=set)
+    shutdown_clean: dict[int | None, bool] = field(default_factory=dict)          # node -> its last start found a clean shutdown file
+    unused: int = 0                             # observations that changed nothing (duplicates)
+
+    def _emit(self, o: dict[str, Any], event: str, **fields: Any) -> dict[str, Any]:
+        rec = {"wall": o["wall"], "node": o["node"], "role": o["role"], "event": event, **fields,
+               "host": o["host"], "source": o["source"], "line": o["line"]}
+        self.events.append(rec)
+        return rec
+
+    # ------------------------------------------------------------------ brokers
+    def _registered(self, o: dict[str, Any]) -> None:
+        b = self.brokers.setdefault(o["broker"], _Broker())
+        if b.epoch == o["broker_epoch"] and o.get("broker_side"):
+            self.unused += 1            # the broker's own line for a registration the controller logged
+            return
+        if b.epoch == o["broker_epoch"] and not b.fenced:
+            self.unused += 1
+            return
+        b.epoch, b.fenced = o["broker_epoch"], bool(o["fenced"])
+        # the broker's own LogManager said, as it started, whether it found a clean shutdown file
+        self._emit(o, "broker_registered", broker=o["broker"], broker_epoch=o["broker_epoch"],
+                   previous_broker_epoch=None, clean_shutdown=self.shutdown_clean.get(o["broker"]))
+
+    def _fence(self, o: dict[str, Any]) -> None:
+        b = self.brokers.setdefault(o["broker"], _Broker(fenced=False))
+        if b.fenced:
+            self.unused += 1
+            return
+        b.fenced = True
+        epoch = o.get("broker_epoch") if o.get("broker_epoch") is not None else b.epoch
+        self.fences.append((o["wall"], o["broker"], o.get("reason")))
+        self._emit(o, "broker_fenced", broker=o["broker"], broker_epoch=epoch, reason=o.get("reason"))
+
+    def _unfence(self, o: dict[str, Any]) -> None:
+        b = self.brokers.setdefault(o["broker"], _Broker())
+        if not b.fenced:
+            self.unused += 1
+            return
+        b.fenced = False
+        epoch = o.get("broker_epoch") if o.get("broker_epoch") is not None else b.epoch
+        self._emit(o, "broker_unfenced", broker=o["broker"], broker_epoch=epoch)
+
+    # ------------------------------------------------------------------ partitions
+    def _fence_reason(self, wall: float, brokers: set[int]) -> str | None:
+        for w, b, reason in reversed(self.fences):
+            if w > wall + 1.0:
+                continue
+            if w < wall - FENCE_EXPLAINS_S:
+                break
+            if b in brokers:
+                return "controlled_shutdown" if reason == "controlled_shutdown" else "leader_fenced"
+        return None
+
+    def _partition(self, o: dict[str, Any], created: bool = False) -> None:
+        key = (o["topic"], o["partition"])
+        p = self.parts.setdefault(key, _Part())
+        pe = o.get("partition_epoch")
+        if pe is None:
+            self.unused += 1
+            return
+        if p.partition_epoch is not None and pe <= p.partition_epoch:
+            if pe == p.partition_epoch and p.event is not None:     # the same change seen again: fill gaps
+                for f, v in (("isr", o.get("isr")), ("leader_recovery_state", o.get("leader_recovery_state")),
+                             ("elr", o.get("elr"))):
+                    if v is not None and p.event.get(f) is None:
+                        p.event[f] = v
+                        if f == "isr":
+                            p.isr = v
+            else:
+                self.unused += 1
+            return
+        new_leader = o.get("leader") if o.get("leader") is not None else p.leader
+        new_le = o.get("leader_epoch") if o.get("leader_epoch") is not None else p.leader_epoch
+        partial = o.get("partial")       # a diff: unchanged fields keep their values
+        new_isr = o.get("isr") if o.get("isr") is not None else (p.isr if partial else None)
+        lrs = o.get("leader_recovery_state")
+        if lrs is None and (partial or o.get("observed") == "follower"):
+            lrs = p.lrs
+        old_leader, old_isr = p.leader, p.isr or []
+        leader_changed = p.partition_epoch is None or old_leader != new_leader
+        if created:
+            reason: str | None = "initial"
+        elif o.get("unclean"):
+            reason = "unclean"
+        elif (key[0], key[1], pe) in self.accepted:
+            reason = "alter_partition"
+        else:
+            gone = set(old_isr) - set(new_isr or old_isr)
+            if old_leader is not None and old_leader != new_leader:
+                gone.add(old_leader)
+            reason = self._fence_reason(o["wall"], gone) if gone else None
+        fields = {"topic": key[0], "partition": key[1], "leader": new_leader, "leader_epoch": new_le,
+                  "partition_epoch": pe, "isr": new_isr, "elr": o.get("elr"), "reason": reason,
+                  "leader_recovery_state": lrs}
+        name = "leader_elected" if leader_changed and new_leader is not None and new_leader >= 0 else "isr_changed"
+        p.event = self._emit(o, name, **fields)
+        p.leader, p.leader_epoch, p.partition_epoch, p.isr, p.lrs = new_leader, new_le, pe, new_isr, lrs
+
+    def _became_leader(self, o: dict[str, Any]) -> None:
+        node = o["node"]
+        key = (node, o["topic"], o["partition"])
+        self.leo[key] = o["log_end_offset"]
+        self._emit(o, "became_leader", topic=o["topic"], partition=o["partition"], broker=node,
+                   leader_epoch=o["leader_epoch"], log_start_offset=self.lso.get(key),
+                   log_end_offset=o["log_end_offset"], hwm=o["hwm"], local_log_size_bytes=None,
+                   local_log_start_timestamp=None, leader_recovery_state=0)
+        # Partition.makeLeader: the new state (this broker leads, with that ISR) as of this partition epoch
+        self._partition({**o, "leader": node, "leader_recovery_state": 0, "observed": "leader"})
+
+    def _alter_accepted(self, o: dict[str, Any]) -> None:
+        key = (o["topic"], o["partition"])
+        p = self.parts.get(key)
+        new_pe = o["partition_epoch"]
+        if (key[0], key[1], new_pe) in self.accepted or (p is not None and p.partition_epoch is not None
+                                                           and new_pe <= p.partition_epoch and p.isr == o["isr"]
+                                                           and p.event is not None and p.event.get("reason") == "alter_partition"):
+            self.unused += 1
+            return
+        lrs = p.lrs if p is not None else None
+        ev = self._emit(o, "alter_partition", topic=key[0], partition=key[1], leader=o["node"], new_isr=o["isr"],
+                        broker_epochs=None, partition_epoch=new_pe - 1 if new_pe > 0 else new_pe, version=None,
+                        leader_recovery_state=lrs, accepted=True, error=None, error_code=0)
+        self.accepted[(key[0], key[1], new_pe)] = ev
+        if p is not None and p.partition_epoch == new_pe and p.event is not None and p.event["reason"] is None:
+            p.event["reason"] = "alter_partition"      # the metadata update was logged first
+        # Partition.handleAlterPartitionUpdate: the committed state the controller answered
+        self._partition({**o, "leader": o["node"], "leader_epoch": p.leader_epoch if p else None,
+                         "leader_recovery_state": lrs})
+
+    def _alter_rejected(self, o: dict[str, Any], broker_side: bool) -> None:
+        for e in reversed(self.events):
+            if o["wall"] - e["wall"] > SAME_REJECT_S:
+                break
+            if (e["event"] == "alter_partition" and e["accepted"] is False and e["topic"] == o["topic"]
+                    and e["partition"] == o["partition"] and e["error"] == o["error"]
+                    and e["leader"] == (o["node"] if broker_side else o["leader"])):
+                for f in ("new_isr", "broker_epochs", "partition_epoch"):    # the two lines complete each other
+                    if e.get(f) is None and o.get(f) is not None:
+                        e[f] = o[f]
+                self.unused += 1
+                return
+        p = self.parts.get((o["topic"], o["partition"]))
+        self._emit(o, "alter_partition", topic=o["topic"], partition=o["partition"],
+                   leader=o["node"] if broker_side else o["leader"], new_isr=o.get("new_isr"),
+                   broker_epochs=o.get("broker_epochs"), partition_epoch=o.get("partition_epoch"), version=None,
+                   leader_recovery_state=p.lrs if p else None, accepted=False, error=o["error"],
+                   error_code=o.get("error_code"))
+
+    # ------------------------------------------------------------------ storage
+    def _truncate(self, o: dict[str, Any]) -> None:
+        key = (o["node"], o["topic"], o["partition"])
+        pend = self.pending_trunc.pop(key, None) or {}
+        frm = pend.get("from_offset", self.leo.get(key))
+        to = o["to_offset"]
+        self.leo[key] = to
+        self._emit(o, "truncation", topic=o["topic"], partition=o["partition"], broker=o["node"],
+                   from_offset=frm if frm is None or frm >= to else to, to_offset=to, reason=pend.get("reason"))
+
+    def _loaded(self, o: dict[str, Any]) -> None:
+        key = (o["node"], o["topic"], o["partition"])
+        if o.get("log_end_offset") is not None:
+            self.leo[key] = o["log_end_offset"]
+        if o.get("log_start_offset") is not None:
+            self.lso[key] = o["log_start_offset"]
+        d = o["dir"].rstrip("/")
+        parent = d.rsplit("/", 1)[0] if "/" in d else d
+        unclean = self.unclean_dirs.get((o["node"], parent))
+        if unclean is None:
+            unclean = key in self.recovering
+        rp = self.recovering.pop(key, None)
+        corrupt = key in self.corrupt
+        self.corrupt.discard(key)
+        if not unclean:
+            return
+        self._emit(o, "recovery", topic=o["topic"], partition=o["partition"], broker=o["node"],
+                   recovery_point=rp if rp is not None else o.get("log_end_offset"),
+                   log_end_offset=o.get("log_end_offset"), truncated_bytes=None if corrupt else 0,
+                   reason="unclean_shutdown" + (": corruption found" if corrupt else ""))
+
+    # ------------------------------------------------------------------ entry
+    def add(self, o: dict[str, Any]) -> None:
+        k = o["kind"]
+        if k == "registered":
+            self._registered(o)
+        elif k == "fence":
+            self._fence(o)
+        elif k == "unfence":
+            self._unfence(o)
+        elif k == "partition_created":
+            self._partition(o, created=True)
+        elif k == "partition_state":
+            self._partition(o)
+        elif k == "became_leader":
+            self._became_leader(o)
+        elif k == "became_follower":
+            self.leo[(o["node"], o["topic"], o["partition"])] = o["log_end_offset"]
+            self._partition({**o, "isr": None})
+        elif k == "alter_accepted":
+            self._alter_accepted(o)
+        elif k == "alter_rejected":
+            self._alter_rejected(o, broker_side=False)
+        elif k == "alter_failed":
+            self._alter_rejected(o, broker_side=True)
+        elif k == "leo":
+            self.leo[(o["node"], o["topic"], o["partition"])] = o["log_end_offset"]
+        elif k == "truncate_reason":
+            self.pending_trunc[(o["node"], o["topic"], o["partition"])] = o
+        elif k == "truncate":
+            self._truncate(o)
+        elif k == "truncation":
+            self.leo[(o["node"], o["topic"], o["partition"])] = o["to_offset"]
+            self._emit(o, "truncation", topic=o["topic"], partition=o["partition"], broker=o["node"],
+                       from_offset=o["from_offset"], to_offset=o["to_offset"], reason=o["reason"])
+        elif k == "log_dir":
+            self.unclean_dirs[(o["node"], o["dir"].rstrip("/"))] = not o["clean"]
+            self.shutdown_clean[o["node"]] = o["clean"]     # (several log dirs: the last one's word)
+        elif k == "recovering":
+            self.recovering.setdefault((o["node"], o["topic"], o["partition"]), o["segment"])
+        elif k == "corruption":
+            self.corrupt.add((o["node"], o["topic"], o["partition"]))
+        elif k == "log_loaded":
+            self._loaded(o)
+        elif k == "controller_active":
+            self._emit(o, "controller_activated", controller_epoch=o["controller_epoch"])
+        elif k == "controller_renounced":
+            self._emit(o, "controller_renounced", controller_epoch=o["controller_epoch"],
+                       new_controller_epoch=o["new_controller_epoch"], new_controller=o["new_controller"])
+        else:
+            self.unused += 1

@@ -1,0 +1,353 @@
+"""Kafka's own log4j files as the checker's event source (checkers/kafkalog, docs/kafka-logs.md).
+
+The KIP-903 fixture (fixtures/kafka-logs/kip903-off/) is the kraftsim run of
+fixtures/kip903-off.tar.gz written line by line as a Kafka 3.4 KRaft cluster logs those steps
+(make_kip903_logs.py says how; every template is a Kafka 3.4.0 statement): the same run.json,
+timeline, observer and proxy events, and per host server.log / controller.log /
+state-change.log instead of events.jsonl. The history is the run's own, taken from the tarball.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from checkers import kafkalog
+from checkers.kafkalog import log4j, statements
+from checkers.kafkalog.assemble import Assembler
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KAFKA_RUN = FIXTURES / "kafka-logs" / "kip903-off"
+
+#: event fields that say where or by whom an event was written, not what happened: kraftsim's
+#: controller writes a partition change, Kafka's replicas log it as they apply it
+_WHERE = {"wall", "node", "role", "host", "source", "line", "candidates"}
+#: events Kafka's logs give that this (older) kraftsim run did not write
+_EXTRA = {"controller_activated", "became_leader"}
+
+
+def _unpack_kraftsim(dest: Path) -> Path:
+    rd = dest / "kraftsim"
+    rd.mkdir(parents=True)
+    with tarfile.open(FIXTURES / "kip903-off.tar.gz") as tf:
+        tf.extractall(rd, filter="data")
+    return rd
+
+
+def _kafka_run(dest: Path, kraftsim_dir: Path) -> Path:
+    """The Kafka-format run directory: the fixture plus the run's own history."""
+    rd = dest / "kafka"
+    shutil.copytree(KAFKA_RUN, rd)
+    shutil.copytree(kraftsim_dir / "history", rd / "history")
+    return rd
+
+
+def _kraftsim_events(rd: Path) -> list[dict]:
+    out = []
+    for p in sorted((rd / "cluster-logs").glob("*/events.jsonl")):
+        out += [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+    return sorted(out, key=lambda e: e["wall"])
+
+
+# ------------------------------------------------------------------ the KIP-903 run, event by event
+
+def test_kip903_events_from_kafka_logs_equal_kraftsims(tmp_path):
+    ks = _kraftsim_events(_unpack_kraftsim(tmp_path))
+    stats = kafkalog.Stats()
+    got = kafkalog.read_cluster_logs(KAFKA_RUN / "cluster-logs", stats=stats)
+    assert stats.not_understood == 0 and stats.problems == [], stats
+    assert stats.other > 30                 # the noise lines were read and passed over
+    mine = [e for e in got if e["event"] not in _EXTRA]
+    assert [e["event"] for e in mine] == [e["event"] for e in ks]
+    compared = 0
+    for k, m in zip(ks, mine):
+        # a replica logs a controller decision milliseconds after the controller made it
+        assert abs(k["wall"] - m["wall"]) < 0.01, (k, m)
+        for f in (set(k) & set(m)) - _WHERE:
+            if k[f] is None or m[f] is None or k[f] == {} and m[f] is None:
+                continue
+            assert m[f] == k[f], f"{k['event']} at {k['wall']:.3f}: {f} {m[f]!r} from Kafka's logs, {k[f]!r} from kraftsim"
+            compared += 1
+    # not vacuous: the fields attribution and the stories read are all there
+    need = {"leader_elected": ("leader", "leader_epoch", "partition_epoch", "isr", "reason"),
+            "isr_changed": ("leader", "leader_epoch", "partition_epoch", "isr", "reason"),
+            "alter_partition": ("leader", "new_isr", "partition_epoch", "accepted"),
+            "truncation": ("from_offset", "to_offset", "reason"),
+            "recovery": ("log_end_offset", "recovery_point", "reason"),
+            "broker_registered": ("broker", "broker_epoch", "clean_shutdown"),
+            "broker_fenced": ("broker", "broker_epoch", "reason"), "broker_unfenced": ("broker", "broker_epoch")}
+    for e in mine:
+        for f in need.get(e["event"], ()):
+            assert e.get(f) is not None, (e["event"], f, e)
+    assert compared > 100
+    # the new leader's side of the fatal election: broker 2 took over with an empty log
+    bl = [e for e in got if e["event"] == "became_leader" and e["broker"] == 2]
+    assert bl and bl[0]["log_end_offset"] == 0 and bl[0]["leader_epoch"] == 1
+    # every event names the line it came from
+    for e in got:
+        path = KAFKA_RUN.parent / e["source"].replace("cluster-logs/", "kip903-off/cluster-logs/", 1)
+        line = path.read_text().splitlines()[e["line"] - 1]
+        assert line.startswith("["), (e, line)
+
+
+# ------------------------------------------------------------------ one statement per wording
+
+_TID = "gP3Yt7ZQR3mXrPq9l0b0aw"
+_REG_36 = ("RegisterBrokerRecord(brokerId=2, isMigratingZkBroker=false, incarnationId=u9Jm1m2hRtKj8F4bTq1y8w, brokerEpoch=42, "
+           "endPoints=[BrokerEndpoint(name='PLAINTEXT', host='kafka-2', port=9092, securityProtocol=0)], "
+           "features=[BrokerFeature(name='metadata.version', minSupportedVersion=1, maxSupportedVersion=19)], rack=null, "
+           "fenced=true, inControlledShutdown=false, logDirs=[AAAAAAAAAAAAAAAAAAAAAA])")
+
+WORDINGS = [
+    # ClusterControlManager.replay(RegisterBrokerRecord), 3.6+
+    ("[QuorumController id=3000] Replayed RegisterBrokerRecord establishing a new incarnation of broker 2: " + _REG_36,
+     {"kind": "registered", "broker": 2, "broker_epoch": 42, "fenced": True}),
+    ("[QuorumController id=3000] Replayed initial RegisterBrokerRecord for broker 2: " + _REG_36,
+     {"kind": "registered", "broker": 2, "broker_epoch": 42}),
+    # 3.4/3.5
+    ("[Controller 3000] Re-registered broker incarnation: " + _REG_36, {"kind": "registered", "broker": 2}),
+    # ClusterControlManager.replay(BrokerRegistrationChangeRecord / FenceBrokerRecord / UnfenceBrokerRecord), 3.6+
+    ("[QuorumController id=3000] Replayed BrokerRegistrationChangeRecord modifying the registration for broker 2: "
+     "BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=42, fenced=-1, inControlledShutdown=0, logDirs=[])",
+     {"kind": "unfence", "broker": 2, "broker_epoch": 42}),
+    ("[QuorumController id=3000] Replayed BrokerRegistrationChangeRecord modifying the registration for broker 2: "
+     "BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=42, fenced=1, inControlledShutdown=0, logDirs=[])",
+     {"kind": "fence", "broker": 2, "broker_epoch": 42}),
+    ("[QuorumController id=3000] Replayed FenceBrokerRecord modifying the registration for broker 2: "
+     "FenceBrokerRecord(id=2, epoch=42)", {"kind": "fence", "broker": 2, "broker_epoch": 42}),
+    # BrokerHeartbeatManager: "its" from 3.6, "it's" before
+    ("[QuorumController id=3000] The request from broker 2 to unfence has been granted because it has caught up with "
+     "the offset of its register broker record 42.", {"kind": "unfence", "broker": 2}),
+    ("[QuorumController id=3000] Unfenced broker 2 has requested and been granted a controlled shutdown.",
+     {"kind": "fence", "broker": 2, "reason": "controlled_shutdown"}),
+    # ReplicationControlManager.replay(PartitionRecord), 3.6+ (with directories and ELR, KIP-858/KIP-966)
+    (f"[QuorumController id=3000] Replayed PartitionRecord for new partition my-topic-3 with topic ID {_TID} and "
+     "PartitionRegistration(replicas=[1, 2, 3], directories=[AAAAAAAAAAAAAAAAAAAAAA, AAAAAAAAAAAAAAAAAAAAAA, "
+     "AAAAAAAAAAAAAAAAAAAAAA], isr=[1, 2, 3], removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader=1, "
+     "leaderRecoveryState=RECOVERED, leaderEpoch=0, partitionEpoch=0).",
+     {"kind": "partition_created", "topic": "my-topic", "partition": 3, "leader": 1, "isr": [1, 2, 3], "elr": [],
+      "leader_epoch": 0, "partition_epoch": 0, "leader_recovery_state": 0}),
+    # PartitionRegistration.maybeLogPartitionChange, unclean (INFO), 3.4 and 3.7+ diff orders
+    (f"[QuorumController id=3000] UNCLEAN partition change for foo-0 with topic ID {_TID}: isr: [1] -> [2], "
+     "leader: 1 -> 2, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 3 -> 4, partitionEpoch: 5 -> 6",
+     {"kind": "partition_state", "unclean": True, "leader": 2, "isr": [2], "leader_epoch": 4, "partition_epoch": 6,
+      "leader_recovery_state": 1}),
+    (f"[QuorumController id=3000] UNCLEAN partition change for foo-0 with topic ID {_TID}: isr: [1] -> [2], "
+     "leader: 1 -> 2, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 3 -> 4, elr: [1] -> [], "
+     "partitionEpoch: 5 -> 6", {"kind": "partition_state", "leader": 2, "elr": [], "partition_epoch": 6}),
+    # ReplicationControlManager.validateAlterPartitionData: KIP-903's reject, 3.5+ (BrokerState) and 3.4 (ids)
+    ("[QuorumController id=3000] Rejecting AlterPartition request from node 1 for foo-0 because it specified "
+     "ineligible replicas [2 (broker epoch mismatch: requested=10 VS expected=13)] in the new ISR "
+     "[BrokerState(brokerId=1, brokerEpoch=-1), BrokerState(brokerId=2, brokerEpoch=10)].",
+     {"kind": "alter_rejected", "leader": 1, "error": "INELIGIBLE_REPLICA", "error_code": 107, "new_isr": [1, 2],
+      "broker_epochs": {"2": 10}}),
+    ("[Controller 3000] Rejecting AlterPartition request from node 1 for foo-0 because it specified ineligible "
+     "replicas [2 (fenced)] in the new ISR [1, 2].",
+     {"kind": "alter_rejected", "error": "INELIGIBLE_REPLICA", "new_isr": [1, 2]}),
+    ("[Controller 3000] Rejecting AlterPartition request from node 1 for foo-0 because the current partition epoch "
+     "is 7, not 6.", {"kind": "alter_rejected", "error": "INVALID_UPDATE_VERSION", "partition_epoch": 6}),
+    # QuorumController.handleLeaderChange: 3.6+ and 3.4 wordings
+    ("[QuorumController id=3001] Becoming the active controller at epoch 7, next write offset 1234.",
+     {"kind": "controller_active", "controller_epoch": 7}),
+    ("[Controller 3001] Becoming the active controller at epoch 7, committed offset 10, committed epoch 6",
+     {"kind": "controller_active", "controller_epoch": 7}),
+    ("[QuorumController id=3001] Renouncing the leadership due to a metadata log event. We were the leader at epoch 7, "
+     "but in the new epoch 8, the leader is 3002. Reverting to last stable offset 1200.",
+     {"kind": "controller_renounced", "controller_epoch": 7, "new_controller": 3002}),
+    # Partition.makeLeader: 3.7+ wording (under-min-isr, previous leader) and the one without the flag
+    (f"[Broker id=1] Leader foo-0 with topic id Some({_TID}) starts at leader epoch 5 from offset 100 with partition "
+     "epoch 9, high watermark 90, ISR [1], adding replicas [] and removing replicas [] (under-min-isr). Previous leader "
+     "Some(3) and previous leader epoch was 4.",
+     {"kind": "became_leader", "leader_epoch": 5, "log_end_offset": 100, "partition_epoch": 9, "hwm": 90, "isr": [1]}),
+    (f"[Broker id=1] Leader foo-0 with topic id Some({_TID}) starts at leader epoch 5 from offset 100 with partition "
+     "epoch 9, high watermark 90, ISR [1,2], adding replicas [] and removing replicas [] . Previous leader None and "
+     "previous leader epoch was 4.", {"kind": "became_leader", "isr": [1, 2]}),
+    ("[Broker id=2] Follower foo-0 starts at leader epoch 5 from offset 80 with partition epoch 9 and high watermark "
+     "70. Current leader is 1. Previous leader Some(1) and previous leader epoch was 5.",
+     {"kind": "became_follower", "leader": 1, "leader_epoch": 5, "log_end_offset": 80}),
+    # Partition.handleAlterPartitionUpdate: 3.7+ puts "(under-min-isr)" or an extra space before "and"
+    ("[Partition foo-0 broker=1] ISR updated to 1  and version updated to 7",
+     {"kind": "alter_accepted", "isr": [1], "partition_epoch": 7}),
+    ("[Partition foo-0 broker=1] ISR updated to 1 (under-min-isr) and version updated to 7",
+     {"kind": "alter_accepted", "isr": [1], "partition_epoch": 7}),
+    # Partition.handleAlterPartitionError, 3.5+ (isrWithBrokerEpoch) and 3.4 (isr=List)
+    ("[Partition foo-0 broker=1] Failed to alter partition to PendingExpandIsr(newInSyncReplicaId=2, "
+     "sentLeaderAndIsr=LeaderAndIsr(leader=1, leaderEpoch=0, isrWithBrokerEpoch=List(BrokerState(brokerId=1, "
+     "brokerEpoch=-1), BrokerState(brokerId=2, brokerEpoch=10)), leaderRecoveryState=RECOVERED, partitionEpoch=1), "
+     "leaderRecoveryState=RECOVERED, lastCommittedState=CommittedPartitionState(isr=Set(1), "
+     "leaderRecoveryState=RECOVERED)) since the controller rejected the request with INELIGIBLE_REPLICA. Partition "
+     "state has been reset to the latest committed state CommittedPartitionState(isr=Set(1), "
+     "leaderRecoveryState=RECOVERED).",
+     {"kind": "alter_failed", "error": "INELIGIBLE_REPLICA", "new_isr": [1, 2], "broker_epochs": {"2": 10},
+      "partition_epoch": 1, "leader_epoch": 0}),
+    ("[Partition foo-0 broker=1] Failed to alter partition to PendingExpandIsr(newInSyncReplicaId=2, "
+     "sentLeaderAndIsr=LeaderAndIsr(leader=1, leaderEpoch=0, isr=List(1, 2), leaderRecoveryState=RECOVERED, "
+     "partitionEpoch=1), leaderRecoveryState=RECOVERED, lastCommittedState=CommittedPartitionState(isr=Set(1), "
+     "leaderRecoveryState=RECOVERED)) since the controller rejected the request with INELIGIBLE_REPLICA. Partition "
+     "state has been reset to the latest committed state CommittedPartitionState(isr=Set(1), leaderRecoveryState=RECOVERED).",
+     {"kind": "alter_failed", "new_isr": [1, 2], "partition_epoch": 1}),
+    # LogManager.loadLogs: 3.6+ wordings
+    ("Recovering 3 logs from /data since no clean shutdown file was found", {"kind": "log_dir", "clean": False}),
+    ("Skipping recovery of 3 logs from /data since clean shutdown file was found", {"kind": "log_dir", "clean": True}),
+    (f"Completed load of Log(dir=/data/foo-0, topicId={_TID}, topic=foo, partition=0, highWatermark=5, "
+     "lastStableOffset=5, logStartOffset=0, logEndOffset=9) with 1 segments, local-log-start-offset 0 and "
+     "log-end-offset 9 in 12ms (1/1 completed in /data)",
+     {"kind": "log_loaded", "topic": "foo", "partition": 0, "log_end_offset": 9, "log_start_offset": 0}),
+    # LogLoader (Java, 3.7+): integer division prints one number
+    ("[LogLoader partition=foo-0, dir=/data] Recovering unflushed segment 0. 0 recovered for foo-0.",
+     {"kind": "recovering", "segment": 0}),
+    ("[LogLoader partition=foo-0, dir=/data] Corruption found in segment 0, truncating to offset 57",
+     {"kind": "corruption", "to_offset": 57}),
+    # AbstractFetcherThread: offset out of range, and the high-watermark truncation
+    ("[ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] Reset fetch offset for partition foo-0 from 120 to current "
+     "leader's latest offset 100", {"kind": "truncate_reason", "from_offset": 120, "to_offset": 100,
+                                    "reason": "offset_out_of_range"}),
+    ("[ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] Truncating partition foo-0 with TruncationState(offset=90, "
+     "completed=true) due to local high watermark 90", {"kind": "truncate_reason", "reason": "high_watermark"}),
+    ("[UnifiedLog partition=foo-0, dir=/data] Truncating to 100 has no effect as the largest offset in the log is 99",
+     {"kind": "leo", "log_end_offset": 100}),
+]
+
+
+@pytest.mark.parametrize("message,want", WORDINGS, ids=[f"w{i}" for i in range(len(WORDINGS))])
+def test_each_wording_parses(message, want):
+    got = statements.parse(message)
+    assert isinstance(got, dict), got
+    for k, v in want.items():
+        assert got.get(k) == v, (k, got)
+
+
+def test_a_changed_wording_is_counted_not_raised(tmp_path):
+    """A statement we read, in a wording we do not know, counts as not understood."""
+    h = tmp_path / "cluster-logs" / "b1"
+    h.mkdir(parents=True)
+    (h / "state-change.log").write_text(
+        "[2024-05-01 12:00:00,000] INFO [Broker id=1] Leader foo-0 with topic id None begins leading at epoch 5 "
+        "(state.change.logger)\n"
+        "[2024-05-01 12:00:00,001] INFO [Broker id=1] Shrinking ISR from 1,2 to 1 because of reasons (kafka.cluster.Partition)\n")
+    st = kafkalog.Stats()
+    assert kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st) == []
+    assert st.records == 2 and st.not_understood == 2
+
+
+# ------------------------------------------------------------------ log4j files
+
+def test_log4j_time_zone_stack_traces_and_torn_lines(tmp_path):
+    h = tmp_path / "cluster-logs" / "broker-1"
+    h.mkdir(parents=True)
+    (h / "kafka-logs.json").write_text(json.dumps({"node_id": 1, "timezone": "+02:00"}))
+    (h / "server.log.2024-05-01-11").write_text(
+        "partial line from before the roll\n"
+        "[2024-05-01 11:59:59,999] WARN [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error in response for "
+        "fetch request (type=FetchRequest, replicaId=1) (kafka.server.ReplicaFetcherThread)\n"
+        "java.io.IOException: Connection to 2 was disconnected before the response was read\n"
+        "\tat org.apache.kafka.clients.NetworkClientUtils.sendAndReceive(NetworkClientUtils.java:99)\n")
+    (h / "server.log").write_bytes(
+        b"[2024-05-01 12:00:00,500] INFO [UnifiedLog partition=foo-0, dir=/data] Truncating to offset 7 (kafka.log.UnifiedLog)\n"
+        b"\xff\xfe not utf-8 at all\n"
+        b"[2024-05-01 12:00:01,0")
+    rs = log4j.ReadStats()
+    files = log4j.log_files(h)
+    assert [f.name for f in files] == ["server.log.2024-05-01-11", "server.log"]
+    recs = [r for f in files for r in log4j.read_records(f, log4j.parse_zone("+02:00"), rs)]
+    assert [r.logger for r in recs] == ["kafka.server.ReplicaFetcherThread", "kafka.log.UnifiedLog"]
+    assert recs[1].wall == pytest.approx(1714557600.5)       # 12:00:00.5 at +02:00 = 10:00:00.5 UTC
+    assert rs.orphan == 1 and rs.continuation == 4     # two trace lines, the bad bytes, the torn record
+    st = kafkalog.Stats()
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st)
+    assert [(e["event"], e["broker"], e["to_offset"], e["wall"]) for e in ev] == [("truncation", 1, 7, 1714557600.5)]
+    assert st.problems == []
+
+
+def test_unknown_time_zone_is_one_line_and_reads_as_utc(tmp_path):
+    h = tmp_path / "cluster-logs" / "b1"
+    h.mkdir(parents=True)
+    (h / "kafka-logs.json").write_text(json.dumps({"timezone": "Mars/Olympus"}))
+    (h / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [Partition foo-0 broker=1] ISR updated to 1,2 and "
+                                  "version updated to 3 (kafka.cluster.Partition)\n")
+    st = kafkalog.Stats()
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st)
+    assert len(st.problems) == 1 and "Mars/Olympus" in st.problems[0] and "\n" not in st.problems[0]
+    assert ev[0]["wall"] == pytest.approx(1714564800.0) and ev[0]["event"] == "alter_partition"
+
+
+def test_binary_garbage_is_counted_never_raised(tmp_path):
+    h = tmp_path / "cluster-logs" / "b1"
+    h.mkdir(parents=True)
+    (h / "controller.log").write_bytes(bytes(range(256)) * 50 + b"\n[9999-99-99 99:99:99,999] INFO x (y)\n")
+    st = kafkalog.Stats()
+    assert kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st) == []
+    assert st.records == 0 and st.not_records >= 1
+
+
+def test_a_host_with_events_jsonl_is_not_read_twice(tmp_path):
+    h = tmp_path / "cluster-logs" / "broker-1"
+    h.mkdir(parents=True)
+    (h / "events.jsonl").write_text("")
+    (h / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [Partition foo-0 broker=1] ISR updated to 1,2 and "
+                                  "version updated to 3 (kafka.cluster.Partition)\n")
+    assert kafkalog.host_dirs(tmp_path / "cluster-logs") == []
+
+
+# ------------------------------------------------------------------ reasons the logs imply
+
+def _obs(wall, kind, node=1000, **f):
+    return {"kind": kind, "wall": wall, "node": node, "role": "broker", "host": "h", "source": "s", "line": 1, **f}
+
+
+def test_fence_explains_the_next_election_and_the_controller_reject_absorbs_the_brokers():
+    a = Assembler()
+    a.add(_obs(0.0, "registered", broker=1, broker_epoch=5, fenced=True))
+    a.add(_obs(0.1, "unfence", broker=1))
+    a.add(_obs(0.2, "partition_created", topic="t", partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+               isr=[1, 2], elr=None, leader_recovery_state=0))
+    a.add(_obs(5.0, "fence", broker=1, reason="session_timeout"))
+    a.add(_obs(5.01, "became_leader", node=2, topic="t", partition=0, leader_epoch=1, log_end_offset=40,
+               partition_epoch=1, hwm=40, isr=[2]))
+    a.add(_obs(6.0, "alter_rejected", topic="t", partition=0, leader=2, error="INELIGIBLE_REPLICA", error_code=107,
+               new_isr=[2, 1], broker_epochs={"1": 5}))
+    a.add(_obs(6.01, "alter_failed", node=2, topic="t", partition=0, error="INELIGIBLE_REPLICA", error_code=107,
+               new_isr=[2, 1], partition_epoch=1))
+    kinds = [(e["event"], e.get("reason")) for e in a.events]
+    assert kinds == [("broker_registered", None), ("broker_unfenced", None), ("leader_elected", "initial"),
+                     ("broker_fenced", "session_timeout"), ("became_leader", None), ("leader_elected", "leader_fenced"),
+                     ("alter_partition", None)]
+    assert a.events[1]["broker_epoch"] == 5 and a.events[3]["broker_epoch"] == 5
+    rej = a.events[-1]
+    assert (rej["accepted"], rej["error"], rej["leader"], rej["partition_epoch"], rej["broker_epochs"]) == \
+        (False, "INELIGIBLE_REPLICA", 2, 1, {"1": 5})
+
+
+# ------------------------------------------------------------------ the checker on both run directories
+
+def _lost_categories(rd: Path) -> dict[tuple, frozenset]:
+    df = pd.read_parquet(rd / "anomalies" / "lost_write.parquet")
+    cats = ("faults", "elections", "isr_changes", "alter_partition", "broker_events", "removed_by")
+    return {(r.topic, int(r.partition), int(r.offset), r.value): frozenset(c for c in cats if len(r[c]) > 0)
+            for _, r in df.iterrows()}
+
+
+@pytest.mark.timeout(1500)
+def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
+    from checkers.job import check_run
+    ks_dir = _unpack_kraftsim(tmp_path)
+    kafka_dir = _kafka_run(tmp_path, ks_dir)
+    vk = check_run(ks_dir, spark=spark)
+    vl = check_run(kafka_dir, spark=spark)
+    assert vl["counts"]["lost_write"] == vk["counts"]["lost_write"] > 0
+    # the same mechanism label, from kraftsim's events and from Kafka's log4j files
+    assert vk["mechanisms"] and set(vl["mechanisms"]) == set(vk["mechanisms"])
+    assert vl["mechanisms"] == vk["mechanisms"]
+    assert [(s["topic"], s["partition"], s["mechanism"]) for s in vl["stories"]] == \
+        [(s["topic"], s["partition"], s["mechanism"]) for s in vk["stories"]]
+    assert "unexplained" not in vl["mechanisms"]
+    # the same attribution categories for every lost write
+    ck, cl = _lost_categories(ks_dir), _lost_categories(kafka_dir)
+    assert ck.keys() == cl.keys() and len(ck) == vk["counts"]["lost_write"]
+    diff = {k: (ck[k], cl[k]) for k in ck if ck[k] != cl[k]}
+    assert not diff, list(diff.items())[:3]
+    assert all("removed_by" in c and "alter_partition" in c and "elections" in c for c in cl.values())
