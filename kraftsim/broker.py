@@ -788,6 +788,10 @@ class Broker:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.logs.load()
+        for log in self.logs.logs().values():
+            # UnifiedLog.loadProducerState runs while the logs load, before the broker registers:
+            # never later on the event loop, where a long log would stall every channel.
+            log.producer_state()
         self._hwm_checkpoint = self.logs.read_high_watermarks()
         self.md_file = MetadataLogFile(self.md_file_path, fsync=False)
         for off, d in self.md_file.replay():

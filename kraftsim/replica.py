@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -62,12 +61,6 @@ KEEP_PENDING_NO_RETRY = frozenset({
 ROLL_BACK = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
 
 
-@dataclass
-class ProducerEntry:
-    epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=5))  # (first_seq, last_seq, base_off, last_off)
-
-
 class Replica:
     def __init__(self, broker: Any, topic: str, partition: int, log: PartitionLog):
         self.b = broker
@@ -86,7 +79,6 @@ class Replica:
         self.followers: dict[int, FollowerState] = {}
         self.pending: PendingChange | None = None
         self.waiters: list[tuple[int, asyncio.Future]] = []
-        self.producers: dict[int, ProducerEntry] = {}
 
     # ------------------------------------------------------------------ metadata
 
@@ -157,7 +149,7 @@ class Replica:
         self.followers = {r: FollowerState(last_caught_up=now if r in self.isr else 0.0)
                           for r in self.replicas if r != self.b.node_id}
         self.hwm = min(self.hwm, leo)
-        self._rebuild_producers()
+        self.log.producer_state()  # built once per log; maintained by every append since
         self._emit_became_leader()
         if self.leader_recovery_state != RECOVERED:
             # KIP-704: nothing to abort (no transactions); recovery done, tell the controller.
@@ -199,32 +191,6 @@ class Replica:
 
     # ------------------------------------------------------------------ leader: produce
 
-    def _rebuild_producers(self) -> None:
-        """Producer state (id, epoch, last 5 batches) from the log, as Kafka rebuilds it."""
-        self.producers = {}
-        pos = self.log.log_start_offset
-        leo = self.log.log_end_offset
-        while pos < leo:
-            data = self.log.read(pos, 4 * 1024 * 1024)
-            if not data:
-                break
-            last = pos
-            for h in rec.iter_batches(data, 0):
-                self._track(h.producer_id, h.producer_epoch, h.base_sequence,
-                            h.last_offset - h.base_offset, h.base_offset, h.last_offset)
-                last = h.last_offset + 1
-            if last <= pos:
-                break
-            pos = last
-
-    def _track(self, pid: int, epoch: int, seq: int, delta: int, base: int, last: int) -> None:
-        if pid < 0 or seq < 0:
-            return
-        e = self.producers.get(pid)
-        if e is None or epoch > e.epoch:
-            e = self.producers[pid] = ProducerEntry(epoch)
-        e.batches.append((seq, seq + delta, base, last))
-
     def check_sequence(self, h: Any) -> tuple[ErrorCode, tuple[int, int] | None]:
         """Idempotent producer checks: (error, (base, last) of an already-written duplicate).
 
@@ -238,7 +204,7 @@ class Replica:
         """
         if h.producer_id < 0 or h.base_sequence < 0:
             return ErrorCode.none, None
-        e = self.producers.get(h.producer_id)
+        e = self.log.producer_state().producers.get(h.producer_id)
         count = h.last_offset - h.base_offset
         if e is None or h.producer_epoch > e.epoch:
             if h.base_sequence != 0 and e is not None:
@@ -254,10 +220,7 @@ class Replica:
         return ErrorCode.none, None
 
     def append(self, data: bytes) -> tuple[int, int]:
-        base, last = self.log.append_as_leader(data, self.leader_epoch)
-        for h in rec.iter_batches(data, 0):
-            self._track(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset - h.base_offset, base, last)
-            break
+        base, last = self.log.append_as_leader(data, self.leader_epoch)  # updates the producer state
         self.b.notify()
         self.maybe_advance_hwm()
         return base, last

@@ -27,6 +27,7 @@ from typing import Callable
 
 from . import records
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir
+from .producer_state import ProducerStateManager
 from .epoch_cache import LeaderEpochCache
 from .records import CorruptRecordError
 from .segment import Segment
@@ -67,6 +68,9 @@ class PartitionLog:
         self.on_flush: Callable[[PartitionLog], None] | None = None  # LogManager checkpoints here
         #: LogManager.truncateTo / truncateFullyAndStartAt: checkpoint recovery points right after
         self.on_truncate: Callable[[PartitionLog], None] | None = None
+        #: idempotent-producer state (Kafka's ProducerStateManager); built on first use
+        self._producer_state = ProducerStateManager()
+        self._producers_built = False
         self._lock = threading.RLock()
         self._segments: list[Segment] = []
         self._bases: list[int] = []
@@ -271,7 +275,11 @@ class PartitionLog:
                     raise CorruptRecordError(records.validate_batch(memoryview(buf)[h.position:]) or "invalid batch")
                 records.stamp(buf, h.position, next_offset, leader_epoch)
                 poss.append(h.position)
-                next_offset += h.last_offset - h.base_offset + 1
+                delta = h.last_offset - h.base_offset
+                if h.producer_id >= 0 and self._producers_built:
+                    self._producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                                h.base_sequence + delta, next_offset, next_offset + delta)
+                next_offset += delta + 1
                 lasts.append(next_offset - 1)
                 end = h.position + h.length
             if end != len(buf) or not lasts:
@@ -299,6 +307,10 @@ class PartitionLog:
                         f"{self.topic}-{self.partition}: follower append at offset {h.base_offset}, LEO {self.log_end_offset}")
                 if h.partition_leader_epoch != self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                if h.producer_id >= 0 and self._producers_built:  # UnifiedLog.append(REPLICATION)
+                    self._producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                                h.base_sequence + h.last_offset - h.base_offset,
+                                                h.base_offset, h.last_offset)
                 lasts.append(h.last_offset)
                 poss.append(h.position)
                 expected = h.last_offset + 1
@@ -422,6 +434,7 @@ class PartitionLog:
         leo = self.log_end_offset
         self._recovery_point = min(self._recovery_point, leo)
         self.epoch_cache.truncate_from_end(leo)
+        self._producer_state.truncate(leo)
         self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
 
     def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
@@ -444,7 +457,27 @@ class PartitionLog:
         self._log_start_offset = offset
         self._recovery_point = offset
         self.epoch_cache.clear()
+        self._producer_state.clear()
         self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason)
+
+    # ------------------------------------------------------------------ producer state
+
+    def producer_state(self) -> ProducerStateManager:
+        """The producer state, built from the log's batch headers on first use (Kafka loads it
+        with the log: ``UnifiedLog.loadProducerState``), then maintained by every append."""
+        with self._lock:
+            if not self._producers_built:
+                ps = self._producer_state
+                ps.clear()
+                for seg in self._segments:
+                    if seg.size == 0:
+                        continue
+                    for h in records.iter_batches(seg.read_all(), 0, check_crc=False):
+                        if h.producer_id >= 0:
+                            ps.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                      h.base_sequence + h.last_offset - h.base_offset, h.base_offset, h.last_offset)
+                self._producers_built = True
+            return self._producer_state
 
     # ------------------------------------------------------------------ epoch cache
 

@@ -168,6 +168,7 @@ class LogManager:
                 segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
                 on_event=self.on_event,
             )
+            log.producer_state()  # empty: built at once, then kept up to date by every append
             self._register(key, d, log)
             return log
 

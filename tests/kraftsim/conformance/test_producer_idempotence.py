@@ -66,3 +66,26 @@ def test_epoch_rules(tmp_path):
     out = _produce_all(tmp_path, [(3, 7, 1), (4, 5, 1), (4, 0, 1), (3, 8, 1)])
     assert out == [(ErrorCode.none, 0), (ErrorCode.out_of_order_sequence_number, -1), (ErrorCode.none, 1),
                    (ErrorCode.invalid_producer_epoch, -1)]
+
+
+def test_follower_keeps_producer_state_for_when_it_leads(tmp_path):
+    """``UnifiedLog.append`` updates the producer state for replication appends too, and
+    ``UnifiedLog.truncateTo`` rebuilds it to the truncation point: follower 2 replicates
+    producer batches seq 0, 1, 2 (offsets 0, 1, 2), truncates to 2 on a diverging epoch, then
+    becomes leader: a retry of seq 1 is a duplicate answered with offset 1, seq 2 is new and
+    lands at offset 2."""
+    from kraftsim.storage.records import rewrite_batch
+
+    async def go() -> list[tuple[ErrorCode, int]]:
+        s = BrokerSim(tmp_path, node=2, replicas=[1, 2], isr=[1, 2], leader=1, min_isr=1)
+        for seq in range(3):
+            s.r.log.append_as_follower(rewrite_batch(
+                bytearray(batch(1, producer_id=PID, producer_epoch=0, base_sequence=seq)), seq, 5))
+        s.r.log.truncate_to(2, reason="diverging_epoch")
+        s.partition(leader=2, isr=[2], leader_epoch=6, partition_epoch=2)
+        assert s.r.role == "leader"
+        out = [await s.produce(batch(1, producer_id=PID, producer_epoch=0, base_sequence=q), acks=1) for q in (1, 2)]
+        for t in s.b.fetchers.values():
+            t.cancel()
+        return out
+    assert asyncio.run(go()) == [(ErrorCode.none, 1), (ErrorCode.none, 2)]
