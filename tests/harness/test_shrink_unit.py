@@ -1,0 +1,156 @@
+"""The pure parts of `faultline shrink`: schedule extraction, ddmin, simplification, mechanisms.
+
+Why separate from the end-to-end shrink tests: the search is where a subtle bug (a step
+dropped from a candidate it should be in, a role read from the wrong moment) would silently
+make every shrink worse; these run in well under a second and pin that logic down. The
+source run here is a hand-written run directory (timeline + observer, the formats of
+docs/history-format.md); the end-to-end tests start from real runs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from groundwork.config import Checker
+from harness.shrink_ddmin import Exhausted, ddmin, simplify
+from harness.shrink_judge import attribution_mechanism, mechanisms, primary
+from harness.shrink_schedule import FaultStep, SourceRun, candidate_campaign, extract_steps, schedule_key, to_step_script
+from nemeses.schedule import parse_schedule
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _write_run(d: Path) -> None:
+    tl = [
+        {"t": 5.0, "kind": "phase", "phase": "nemesis", "detail": {}},
+        {"t": 7.0, "kind": "nemesis", "phase": "start", "id": "f-a", "fault": "kill", "targets": ["broker-1"], "detail": {}},
+        {"t": 10.0, "kind": "nemesis", "phase": "stop", "id": "f-a", "fault": "kill", "targets": ["broker-1"], "detail": {"restarted": ["broker-1"]}},
+        {"t": 12.5, "kind": "nemesis", "phase": "start", "id": "f-b", "fault": "reboot", "targets": ["broker-2"],
+         "detail": {"mode": "truncate-unflushed", "seed": 9}},
+        {"t": 16.5, "kind": "nemesis", "phase": "stop", "id": "f-b", "fault": "reboot", "targets": ["broker-2"], "detail": {}},
+        {"t": 18.0, "kind": "nemesis", "phase": "start", "id": "f-c", "fault": "pause", "targets": ["broker-3"], "detail": {}},
+        {"t": 19.0, "kind": "nemesis", "phase": "stop", "id": "f-c", "fault": "pause", "targets": ["broker-3"], "detail": {}},
+    ]
+    obs = [
+        {"t": 6.9, "partition": 0, "leader": 1, "isr": [1, 2], "replicas": [1, 2], "error": None},
+        {"t": 7.1, "partition": 0, "leader": -1, "isr": [2], "replicas": [1, 2], "error": None},  # after the kill: not seen at 7.0
+        {"t": 12.0, "partition": 0, "leader": 2, "isr": [2], "replicas": [1, 2], "error": None},
+        {"t": 17.9, "partition": 0, "leader": 1, "isr": [1, 2], "replicas": [1, 2], "error": None},
+    ]
+    (d / "timeline.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tl))
+    (d / "observer.jsonl").write_text("".join(json.dumps(r) + "\n" for r in obs) + '{"t": 20, "torn')
+
+
+def test_extract_steps_roles_timing_params(tmp_path: Path) -> None:
+    _write_run(tmp_path)
+    steps = extract_steps(tmp_path)
+    assert [s.fault for s in steps] == ["kill", "reboot", "pause"]
+    # the role at the fault's start, from the latest observer sample at or before it
+    assert steps[0].target == ("leader-of:0",)            # broker-1 led at 6.9
+    assert steps[1].target == ("leader-of:0",)            # broker-2 led at 12.0
+    assert steps[2].target == ("broker-3",)               # not a replica: its name
+    assert [s.at for s in steps] == [2.0, 7.5, 13.0]       # from the nemesis phase's start
+    assert [s.duration for s in steps] == [3.0, 4.0, 1.0]
+    assert steps[1].params_dict == {"mode": "truncate-unflushed", "seed": 9}
+    assert steps[0].hosts == ("broker-1",) and steps[0].source_id == "f-a"
+
+
+def test_follower_role_only_when_unambiguous(tmp_path: Path) -> None:
+    from harness.shrink_schedule import role_selector
+    assert role_selector("broker-2", {"leader": 1, "isr": [1, 2]}, 0, {}) == "follower-of:0"
+    # two followers: follower-of:0 could pick the other one on replay, so keep the name
+    assert role_selector("broker-2", {"leader": 1, "isr": [1, 2, 3]}, 0, {}) == "broker-2"
+    assert role_selector("broker-2", {"leader": 1, "isr": [1]}, 0, {}) == "broker-2"   # out of the ISR
+    assert role_selector("broker-2", None, 0, {}) == "broker-2"
+
+
+def test_step_script_is_valid_campaign_language(tmp_path: Path) -> None:
+    _write_run(tmp_path)
+    steps = extract_steps(tmp_path)
+    script = to_step_script(steps)
+    assert script[0] == {"wait": 2.0}
+    assert script[1] == {"start": "kill", "target": "leader-of:0", "as": "f1", "duration": 3.0}
+    assert script[2] == {"wait": 5.5}
+    sched = parse_schedule(Checker(tmp_path / "c.yaml"), {"schedule": "targeted", "steps": script}, "nemesis",
+                           partitions=1, host_names=None, embedded_brokers=3)
+    assert [s.kind for s in sched.steps] == ["wait", "start", "wait", "start", "wait", "start"]
+    src = SourceRun(run_dir=tmp_path, run={"seed": 3},
+                    campaign={"name": "x", "target": {"inventory": str(REPO / "inventory/local.yaml")},
+                              "workload": {"duration": 60}, "nemesis": {"schedule": "random", "settings": {"a": 1}}})
+    doc = candidate_campaign(src, steps[:1], tail=5)
+    assert doc["workload"]["duration"] == 10.0 and doc["expect"] == "loss"   # last heal at 5.0 + tail
+    assert doc["nemesis"]["settings"] == {"a": 1} and doc["nemesis"]["schedule"] == "targeted"
+
+
+def _steps(n: int) -> list[FaultStep]:
+    return [FaultStep(fault="kill", target=(f"broker-{i % 3 + 1}",), at=float(4 * i), duration=4.0) for i in range(n)]
+
+
+def test_ddmin_finds_the_two_steps_that_matter() -> None:
+    steps = _steps(12)
+    need = {steps[3], steps[8]}
+    calls: list[int] = []
+
+    def test(c: list[FaultStep], phase: str) -> bool:
+        calls.append(tuple(c))
+        return need <= set(c)
+
+    got = ddmin(steps, test)
+    assert got == [steps[3], steps[8]]
+    # the shrink caches outcomes: distinct candidates are what costs replays
+    assert len(set(calls)) <= 24, len(set(calls))   # far fewer than the 4096 subsets
+
+
+def test_ddmin_single_culprit_and_order_kept() -> None:
+    steps = _steps(7)
+    assert ddmin(steps, lambda c, p: steps[6] in c) == [steps[6]]
+    got = ddmin(steps, lambda c, p: steps[1] in c and steps[5] in c and steps[2] in c)
+    assert got == [steps[1], steps[2], steps[5]]
+
+
+def test_simplify_shortens_moves_earlier_keeps_what_is_needed() -> None:
+    a = FaultStep(fault="kill", target=("follower-of:0",), at=20.0, duration=8.0)
+    b = FaultStep(fault="kill", target=("leader-of:0", "broker-3"), at=28.5, duration=8.0)
+
+    def test(c: list[FaultStep], phase: str) -> bool:
+        x, y = c
+        # needs: a at least 4 s long, b on the leader, b starting within 1 s of a's heal
+        return x.duration >= 4 and "leader-of:0" in y.target and 0 <= y.at - x.end <= 1.0
+
+    got = simplify([a, b], test)
+    x, y = got
+    assert y.target == ("leader-of:0",)
+    assert x.duration == 4.0 and x.at < 20.0 and test(got, "")
+    assert y.duration < 8.0 and y.at < 28.5 - 4.0   # moved with a's shorter duration, then earlier
+
+
+def test_budget_exhaustion_propagates() -> None:
+    def test(c: list[FaultStep], phase: str) -> bool:
+        raise Exhausted()
+    with pytest.raises(Exhausted):
+        ddmin(_steps(4), test)
+
+
+def test_schedule_key_is_stable_and_salted() -> None:
+    s = _steps(3)
+    assert schedule_key(s) == schedule_key(list(s))
+    assert schedule_key(s) != schedule_key(s[:2]) and schedule_key(s, "x") != schedule_key(s)
+
+
+def test_mechanisms_prefer_the_checkers_own_then_attribution() -> None:
+    assert mechanisms({"mechanisms": {"unclean_election": 7, "unexplained": 0}, "counts": {"lost_write": 7}}) == \
+        {"unclean_election": 7}
+    assert mechanisms({"counts": {"lost_write": 0}, "attribution": []}) == {}
+    row = {"ack_t": 20.0,
+           "elections": ["t=26.492 leader_elected @controller/1000 leader=1 leader_epoch=2 isr=[1] reason=unclean",
+                         "t=26.548 became_leader @broker-1/1 broker=1 leader_epoch=2 log_end_offset=1845"],
+           "removed_by": ["t=27.202 truncation @broker-2/2 from_offset=3846 to_offset=1843 reason=diverging_epoch"]}
+    assert attribution_mechanism(row) == "unclean_election"
+    lossy_leader = {"ack_t": 10.0, "elections": ["t=1.4 leader_elected @controller/1000 leader=1 reason=initial"],
+                    "removed_by": ["t=18.3 recovery @broker-1/1 recovery_point=0 log_end_offset=0 reason=unclean_shutdown",
+                                   "t=18.9 truncation @broker-2/2 from_offset=2971 to_offset=0 reason=diverging_epoch"]}
+    assert attribution_mechanism(lossy_leader) == "truncated_to_lossy_leader"
+    v = {"counts": {"lost_write": 3}, "attribution": [row, row, lossy_leader]}
+    assert primary(mechanisms(v)) == "unclean_election"
