@@ -285,8 +285,15 @@ def _mount_suite() -> None:
     register(app)
 
 
+def _mount_shrink() -> None:
+    """`faultline shrink RUN` (harness/cli_shrink.py)."""
+    from harness.cli_shrink import register
+    register(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     _mount_docker()
+    _mount_shrink()
     _mount_suite()
     try:
         app(args=argv, prog_name="faultline", standalone_mode=False)
