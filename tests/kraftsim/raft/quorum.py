@@ -150,10 +150,13 @@ class Quorum:
     # ---------------------------------------------------------------- observations
 
     def status(self, i: int) -> dict[str, Any] | None:
+        """Node i's last status snapshot, only if written by the process running now."""
         try:
-            return json.loads((self.dir(i) / "status.json").read_text())
+            st = json.loads((self.dir(i) / "status.json").read_text())
         except (OSError, ValueError):
             return None
+        p = self.procs.get(i)
+        return st if p is not None and st.get("pid") == p.pid else None
 
     def events(self, i: int) -> list[dict[str, Any]]:
         path = self.dir(i) / "events.jsonl"
