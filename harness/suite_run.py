@@ -345,28 +345,34 @@ class SuiteRunner:
 
 def availability(run_dir: Path | None) -> dict[str, Any] | None:
     """Seconds of the workload without one acknowledged write, and failed/indeterminate sends,
-    from the checker's aggregates/throughput: what a fixed configuration trades for no loss
-    (ELR keeps a partition offline rather than electing a replica that lost the tail)."""
+    from the checker's aggregates/throughput.csv (one row per second with sends): what a fixed
+    configuration trades for no loss (ELR keeps a partition offline rather than electing a
+    replica that lost the tail, KIP-966). A second with no row had no completed send at all."""
     if run_dir is None:
         return None
-    parts = sorted((run_dir / "aggregates" / "throughput").glob("*.csv")) if (run_dir / "aggregates").is_dir() else []
+    agg = run_dir / "aggregates" / "throughput.csv"
+    parts = [agg] if agg.is_file() else sorted(agg.glob("*.csv")) if agg.is_dir() else []
     if not parts:
         return None
     import csv
 
-    secs, ok0, fail, info = 0, 0, 0, 0
+    ok_by_s: dict[int, int] = {}
+    fail = info = 0
     for p in parts:
         with open(p, newline="", encoding="utf-8") as fh:
             for row in csv.DictReader(fh):
                 try:
-                    ok, f, i = int(float(row.get("ok") or 0)), int(float(row.get("fail") or 0)), int(float(row.get("info") or 0))
-                except ValueError:
+                    sec = int(float(row["second"]))
+                    ok_by_s[sec] = ok_by_s.get(sec, 0) + int(float(row.get("ok") or 0))
+                    fail += int(float(row.get("fail") or 0))
+                    info += int(float(row.get("info") or 0))
+                except (KeyError, ValueError):
                     continue
-                secs += 1
-                ok0 += ok == 0
-                fail += f
-                info += i
-    return {"seconds": secs, "seconds_without_ack": ok0, "failed": fail, "indeterminate": info}
+    if not ok_by_s:
+        return None
+    span = range(min(ok_by_s), max(ok_by_s) + 1)
+    return {"seconds": len(span), "seconds_without_ack": sum(1 for x in span if not ok_by_s.get(x)),
+            "failed": fail, "indeterminate": info}
 
 
 def send_errors(run_dir: Path) -> dict[str, int]:

@@ -1,0 +1,260 @@
+"""`faultline suite`: bad suite files, judging cells, and a suite SIGKILLed mid-cell then resumed.
+
+The resume test is the must-show "a suite SIGKILLed mid-cell and resumed finishes with every
+cell once, nothing left behind": a real suite process (real kraftsim clusters, real clients,
+real Spark) is SIGKILLed while its second cell runs; then ``--resume`` heals, drops the
+unfinished run and runs the rest. Nothing of the killed cell may still run afterwards, and the
+heal ledger must hold nothing of the suite's runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.suite import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, judge
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULTLINE = [sys.executable, "-m", "harness.cli"]
+
+
+def _faultline(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 60,
+               cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FAULTLINE, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+# --- bad suite files: exit 2, one line naming file and field --------------------------------------
+
+BAD = [
+    ("cells: []\n", "cells", "non-empty list"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml}\n", "cells[0].expect", "missing required key"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: lossy}\n", "cells[0].expect", "no-loss, loss, loss-allowed"),
+    ("cells:\n  - {campaign: nowhere.yaml, expect: no-loss}\n", "cells[0].campaign", "not found"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss, colour: red}\n",
+     "cells[0].colour", "unknown key"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss, set: {topic.partitions: 0}}\n",
+     "cells[0]", "topic.partitions"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss, seeds: [1, x]}\n",
+     "cells[0].seeds[1]", "integer"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n"
+     "  - {campaign: ../../campaigns/kill-restart.yaml, expect: loss}\n", "cells[1].name", "already defined"),
+    ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss, set: [expect=loss]}\n",
+     "cells[0].set", "cell's own key"),
+]
+
+
+def _bad_file(tmp_path: Path, text: str) -> Path:
+    d = tmp_path / "a" / "b"
+    d.mkdir(parents=True)
+    # the campaigns are found relative to the suite file: make ../../campaigns point at ours
+    (tmp_path / "campaigns").symlink_to(ROOT / "campaigns")
+    (tmp_path / "inventory").symlink_to(ROOT / "inventory")
+    f = d / "bad.yaml"
+    f.write_text(text, encoding="utf-8")
+    return f
+
+
+def _one_line(stderr: str, f: Path, field: str, want: str) -> None:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert str(f) in lines[0] and field in lines[0] and want in lines[0], lines[0]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("text,field,want", BAD, ids=[b[1] + ":" + b[2].split()[0] for b in BAD])
+def test_bad_suite_file_is_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 text: str, field: str, want: str) -> None:
+    from harness.cli import main
+
+    f = _bad_file(tmp_path, text)
+    with pytest.raises(SystemExit) as ex:
+        main(["suite", str(f), "--results-dir", str(tmp_path / "res")])
+    assert ex.value.code == 2
+    _one_line(capsys.readouterr().err, f, field, want)
+    assert not (tmp_path / "res").exists(), "nothing may run (or be created) for a bad suite file"
+
+
+def test_bad_suite_file_through_the_console_script(tmp_path: Path) -> None:
+    text, field, want = BAD[2]
+    f = _bad_file(tmp_path, text)
+    p = _faultline(["suite", str(f), "--results-dir", str(tmp_path / "res")])
+    assert p.returncode == 2, p.stderr
+    _one_line(p.stderr, f, field, want)
+
+
+def test_not_a_suite_dir_for_resume_is_exit_2(tmp_path: Path) -> None:
+    p = _faultline(["suite", "--resume", str(tmp_path)])
+    assert p.returncode == 2 and "not a suite directory" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+# --- judging ----------------------------------------------------------------------------------------
+
+def _v(lost: int, **kw):  # noqa: ANN001, ANN202
+    return {"valid": lost == 0, "counts": {"lost_write": lost}, "acked_writes": 1000,
+            "invalid_because": ["lost_write"] if lost else [], **kw}
+
+
+def test_judge_expectations() -> None:
+    assert judge("no-loss", _v(0)).outcome == AS_EXPECTED
+    assert judge("no-loss", _v(3)).outcome == UNEXPECTED
+    assert judge("loss", _v(3)).outcome == AS_EXPECTED
+    assert judge("loss", _v(0)).outcome == UNEXPECTED
+    assert judge("no-loss", None, error="run exited 3: x").outcome == ERROR
+    # a no-loss run whose history is invalid for another reason is not a pass
+    assert judge("no-loss", {**_v(0), "valid": False, "invalid_because": ["duplicate"],
+                             "counts": {"lost_write": 0, "duplicate": 2}}).outcome == UNEXPECTED
+
+
+def test_inconclusive_is_its_own_outcome() -> None:
+    v = {**_v(0), "outcome": "inconclusive", "inconclusive_because": ["no acknowledged write"]}
+    j = judge("no-loss", v)
+    assert j.outcome == INCONCLUSIVE and "no acknowledged write" in j.reason
+    assert judge("loss", {**_v(5), "outcome": "inconclusive"}).outcome == INCONCLUSIVE
+
+
+def test_loss_allowed_reads_the_stories() -> None:
+    story = {"topic": "t", "partition": 0, "mechanism": "unclean_election", "label": "unclean election",
+             "allowed_by": "unclean.leader.election.enable=true"}
+    j = judge("loss-allowed", _v(40, stories=[story], mechanisms={"unclean_election": 40}))
+    assert j.outcome == AS_EXPECTED and j.label == "allowed by configuration (unclean.leader.election.enable=true)"
+    # one partition's loss the configuration does not explain: unexpected
+    other = {**story, "partition": 1, "mechanism": "last_replica_standing", "allowed_by": None}
+    j = judge("loss-allowed", _v(50, stories=[story, other]))
+    assert j.outcome == UNEXPECTED and "NOT ALLOWED" in j.reason
+    assert judge("loss-allowed", _v(0, stories=[])).outcome == UNEXPECTED
+    # no stories in the verdict: the suite's own allowed_by labels it
+    j = judge("loss-allowed", _v(7), allowed_by="unclean.leader.election.enable=true")
+    assert j.outcome == AS_EXPECTED and "unclean.leader.election.enable=true" in j.label
+
+
+def test_required_errors() -> None:
+    need = ["NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"]
+    assert judge("no-loss", _v(0), require_errors=need, errors_seen={}).outcome == UNEXPECTED
+    j = judge("no-loss", _v(0), require_errors=need, errors_seen={"NOT_ENOUGH_REPLICAS": 12, "_MSG_TIMED_OUT": 1})
+    assert j.outcome == AS_EXPECTED and "NOT_ENOUGH_REPLICAS=12" in j.reason
+
+
+# --- SIGKILL mid-cell, then --resume --------------------------------------------------------------
+
+TINY_CAMPAIGN = """
+name: tiny
+target: {inventory: %s}
+topic: {name: faultline, partitions: 1, replication_factor: 3, min_insync_replicas: 2}
+workload: {producers: 1, consumers: 0, rate: 50, duration: 6, drain_timeout: 10, recovery_timeout: 10}
+nemesis:
+  schedule: targeted
+  steps:
+    - wait: 2
+    - {start: kill, target: random-broker, as: k, duration: 2}
+expect: no-loss
+""" % (ROOT / "inventory" / "local.yaml")
+
+TINY_SUITE = """
+name: tiny-resume
+cells:
+  - {name: one, campaign: tiny.yaml, seeds: 1, expect: no-loss}
+  - {name: two, campaign: tiny.yaml, seeds: 2, expect: no-loss}
+  - {name: three, campaign: tiny.yaml, seeds: 3, expect: no-loss}
+"""
+
+
+def _log(suite_dir: Path) -> list[dict]:
+    out = []
+    for ln in (suite_dir / "suite-log.jsonl").read_text().splitlines():
+        try:
+            out.append(json.loads(ln))
+        except ValueError:
+            pass
+    return out
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_suite_sigkilled_mid_cell_resumes_each_cell_once(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(TINY_CAMPAIGN, encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(TINY_SUITE, encoding="utf-8")
+    results = tmp_path / "results"
+    state = tmp_path / "state"  # a ledger of our own: what is left open is ours alone
+    env = {**os.environ, "FAULTLINE_STATE_DIR": str(state)}
+    suite = subprocess.Popen([*FAULTLINE, "suite", str(tmp_path / "suite.yaml"), "--results-dir", str(results),
+                              "--no-progress"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 400
+        suite_dir = None
+        while time.monotonic() < deadline:
+            dirs = list(results.glob("suite-tiny-resume-*"))
+            if dirs and (dirs[0] / "suite-log.jsonl").exists():
+                suite_dir = dirs[0]
+                started = [r for r in _log(suite_dir) if r.get("event") == "cell_started"]
+                if any(r["cell"] == "two" for r in started):
+                    break
+            assert suite.poll() is None, suite.communicate()
+            time.sleep(0.3)
+        else:
+            pytest.fail("the suite never started its second cell")
+        assert suite_dir is not None
+        time.sleep(6)  # mid-cell: the second run's cluster and clients are up, maybe a fault applied
+        child = next(r for r in _log(suite_dir) if r.get("event") == "cell_started" and r["cell"] == "two")
+        os.kill(suite.pid, signal.SIGKILL)
+        suite.wait(timeout=10)
+    finally:
+        if suite.poll() is None:
+            os.killpg(suite.pid, signal.SIGKILL)
+            suite.wait()
+
+    finished = {r["cell"] for r in _log(suite_dir) if r.get("event") == "cell_finished"}
+    assert finished == {"one"}
+    p = subprocess.run([*FAULTLINE, "suite", "--resume", str(suite_dir), "--no-progress"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == str(suite_dir)
+
+    log = _log(suite_dir)
+    done = [r["cell"] for r in log if r.get("event") == "cell_finished"]
+    assert sorted(done) == ["one", "three", "two"], done          # every cell exactly once
+    assert all(r["outcome"] == "as-expected" for r in log if r.get("event") == "cell_finished")
+    assert any(r.get("event") == "suite_resumed" for r in log)
+    runs = sorted(d.name for d in (suite_dir / "runs").iterdir())
+    assert len(runs) == 3, runs                                  # the unfinished run was removed
+    assert {Path(r["run_dir"]).name for r in log if r.get("event") == "cell_finished"} == set(runs)
+    for r in runs:
+        assert (suite_dir / "runs" / r / "verdict.json").is_file() and (suite_dir / "runs" / r / "report.html").is_file()
+    # nothing left behind: no process of the suite's runs, nothing open in the ledger
+    assert not _procs_mentioning(str(suite_dir)), "processes of the suite's runs still alive"
+    assert _start_time(child["child_pid"]) != child["child_start"], "the killed suite's cell still runs"
+    from groundwork.ledger import Ledger
+    assert Ledger(state / "ledger.jsonl").open_entries() == []
+    # one index, one JUnit file with a case per cell
+    html = (suite_dir / "index.html").read_text()
+    assert html.count('data-cell="') == 3 and "as-expected" in html
+    import junitparser as jp
+    cases = [c for s in jp.JUnitXml.fromfile(str(suite_dir / "junit.xml")) for c in s]
+    assert len(cases) == 3 and all(not c.result for c in cases)
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
