@@ -23,13 +23,16 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from checkers import kafkalog
+from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import ConfigError
-from harness.inventory import HostSpec, Inventory, load_inventory
+from harness.inventory import KAFKA_LOG_FILES, HostSpec, Inventory, load_inventory
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
 from groundwork.transport.local import LocalTransport, kill_process_group
@@ -177,8 +180,10 @@ class Cluster:
         return [e for e in cached if isinstance(e.get("wall"), (int, float)) and e["wall"] >= wall]
 
     def collect_logs(self, run_dir: Path) -> list[str]:
-        """Copy each node's event log (and service log) to ``RUN/cluster-logs/<host>/``."""
+        """Copy each node's event log (and service log) to ``RUN/cluster-logs/<host>/``; on a
+        real Kafka host (no event log), Kafka's own log4j files (:meth:`collect_kafka_logs`)."""
         problems = []
+        since = _run_start(run_dir)
         for n in self.nodes.values():
             dest = run_dir / "cluster-logs" / n.name
             dest.mkdir(parents=True, exist_ok=True)
@@ -194,7 +199,124 @@ class Cluster:
                     n.transport.get(svc.log, str(dest / Path(svc.log).name))
                 except Exception as e:  # noqa: BLE001
                     problems.append(f"{n.name}: service log {svc.log}: {e}")
+            if not p or n.spec.log_dir or n.spec.log_files:
+                problems += self.collect_kafka_logs(n, dest, since)
+        if any(kafkalog.host_dirs(run_dir / "cluster-logs")):
+            st = kafkalog.Stats()
+            kafkalog.read_cluster_logs(run_dir / "cluster-logs", stats=st)
+            problems += [f"kafka logs: {x}" for x in st.problems]
+            if st.not_understood:
+                problems.append(f"kafka logs: {st.not_understood} of {st.records} records looked like a state change "
+                                "but were not understood (a Kafka wording checkers/kafkalog does not know yet)")
         return problems
+
+    # -- Kafka's own log4j files -----------------------------------------------------------------
+    def kafka_log_paths(self, node: ClusterNode) -> tuple[dict[str, str], str | None]:
+        """(kind -> path on the host, the zone log4j stamps in) of Kafka's log4j files.
+
+        Paths: ``kafka_log_files`` first, else ``kafka_log_dir``/<name>, else the running
+        broker's own ``-Dkafka.logs.dir=`` (kafka-run-class.sh passes LOG_DIR to the JVM that
+        way), with the names Kafka's log4j configuration gives them. Zone: ``kafka_log_timezone``,
+        else the JVM's ``-Duser.timezone=``, else none (the host's, asked at collection).
+        """
+        spec = node.spec
+        jvm: dict[str, str] = {}
+        paths_known = bool(spec.log_dir) or len(spec.log_files) == len(KAFKA_LOG_FILES)
+        if not paths_known or not spec.log_timezone:
+            jvm = self._jvm_properties(node)
+        log_dir = spec.log_dir or jvm.get("kafka.logs.dir")
+        paths = {k: f"{log_dir.rstrip('/')}/{name}" for k, name in KAFKA_LOG_FILES.items()} if log_dir else {}
+        paths.update(spec.log_files)
+        return paths, spec.log_timezone or jvm.get("user.timezone")
+
+    @staticmethod
+    def _jvm_properties(node: ClusterNode) -> dict[str, str]:
+        """``-Dkey=value`` arguments of the running service's command line (/proc/PID/cmdline)."""
+        out: dict[str, str] = {}
+        try:
+            pids = node.service_pids()
+            text = node.transport.read_text(f"/proc/{pids[0]}/cmdline") if pids else None
+        except Exception:  # noqa: BLE001 - a host that does not answer just has no discovery
+            return out
+        for arg in (text or "").split("\0"):
+            if arg.startswith("-D") and "=" in arg:
+                k, _, v = arg[2:].partition("=")
+                out[k] = v
+        return out
+
+    def collect_kafka_logs(self, node: ClusterNode, dest: Path, since: float | None) -> list[str]:
+        """Copy server.log, controller.log and state-change.log (and the hourly rolled files
+        of the run's hours, ``server.log.YYYY-MM-DD-HH``) into ``dest`` under Kafka's names,
+        with ``kafka-logs.json``: node id, role, time zone and where each file came from
+        (checkers/kafkalog reads them; docs/kafka-logs.md)."""
+        paths, zone = self.kafka_log_paths(node)
+        if not paths:
+            return [f"{node.name}: no event log and no Kafka log dir (set kafka_log_dir; the running service "
+                    "named no -Dkafka.logs.dir): no elections, ISR changes or truncations from this host"]
+        problems: list[str] = []
+        if zone is None:
+            r = node.transport.run(["date", "+%z"])
+            zone = r.stdout.strip() if r.ok and r.stdout.strip() else None
+            if zone is None:
+                problems.append(f"{node.name}: could not ask the host's time zone (date +%z); Kafka's log times read as UTC")
+        try:
+            tz = parse_zone(zone)
+        except ValueError as e:
+            problems.append(f"{node.name}: time zone {zone!r}: {e}; Kafka's log times read as UTC")
+            tz, zone = parse_zone(None), None
+        collected: dict[str, str] = {}
+        for kind, remote in paths.items():
+            name = KAFKA_LOG_FILES[kind]
+            parent, _, base = remote.rpartition("/")
+            r = node.transport.run(["ls", "-1", "--", parent or "/"])
+            if not r.ok:
+                problems.append(f"{node.name}: Kafka log dir {parent or '/'}: cannot list it ({(r.stderr or r.stdout).strip()[:200]})")
+                continue
+            for fname in sorted(r.stdout.split()):
+                suffix = _rolled_suffix(fname, base)
+                if suffix is None or (suffix and not _rolled_in_run(suffix, tz, since)):
+                    continue
+                local = name + (f".{suffix}" if suffix else "")
+                try:
+                    node.transport.get(f"{parent}/{fname}", str(dest / local))
+                    collected[local] = f"{parent}/{fname}"
+                except Exception as e:  # noqa: BLE001 - a missing log is reported, not fatal
+                    problems.append(f"{node.name}: Kafka log {parent}/{fname}: {e}")
+            if base not in r.stdout.split():
+                problems.append(f"{node.name}: Kafka log {remote} not found (set kafka_log_dir or kafka_log_files)")
+        (dest / kafkalog.META_FILE).write_text(json.dumps(
+            {"node_id": node.node_id, "role": node.role, "timezone": zone, "files": paths, "collected": collected},
+            indent=1) + "\n", encoding="utf-8")
+        return problems
+
+
+def _run_start(run_dir: Path) -> float | None:
+    """The run's first wall time (run.json), to pick the rolled log files of the run's hours."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    w = run.get("started_wall", run.get("wall_at_t0")) if isinstance(run, dict) else None
+    return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
+
+
+def _rolled_suffix(fname: str, base: str) -> str | None:
+    """"" for the current file, the DatePattern suffix for a rolled one, None for others."""
+    if fname == base:
+        return ""
+    if fname.startswith(base + ".") and re.fullmatch(r"\d{4}-\d{2}-\d{2}(-\d{2})?", fname[len(base) + 1:]):
+        return fname[len(base) + 1:]
+    return None
+
+
+def _rolled_in_run(suffix: str, tz: Any, since: float | None) -> bool:
+    """A file rolled at ``.yyyy-MM-dd-HH`` holds that hour (``.yyyy-MM-dd``: that day): keep it
+    when it ends after the run began (all of them when the start is unknown)."""
+    if since is None:
+        return True
+    parts = [int(x) for x in suffix.split("-")]
+    start = datetime(parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else 0, tzinfo=tz).timestamp()
+    return start + (3600 if len(parts) > 3 else 86400) >= since - 60
 
 
 # ---------------------------------------------------------------------------------------

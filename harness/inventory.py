@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import Checker, join, load_yaml
 
 TRANSPORTS = ("local", "ssh", "docker")
@@ -37,7 +38,11 @@ HOST_VARS = {
     "ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
     "faultline_container", "faultline_netns", "kafka_node_id", "kafka_listeners",
     "kafka_data_dirs", "kafka_service", "kafka_event_log", "faultline_sudo",
+    "kafka_log_dir", "kafka_log_files", "kafka_log_timezone",
 }
+#: Kafka's log4j files faultline collects, and their names in ``kafka.logs.dir`` as Kafka's
+#: config/log4j.properties (log4j2.yaml from 4.0) writes them
+KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "settings")
 
 
@@ -67,6 +72,9 @@ class HostSpec:
     service: Service | None = None
     event_log: str | None = None
     sudo: bool = False
+    log_dir: str | None = None                                  # kafka.logs.dir on the host
+    log_files: dict[str, str] = field(default_factory=dict)     # kind -> path, overriding log_dir/<name>
+    log_timezone: str | None = None                             # the zone log4j stamps in (default: the host's)
 
 
 @dataclass
@@ -242,6 +250,9 @@ def _host(c: Checker, inv: Inventory, name: str, group: str, v: dict[str, Any], 
         listeners=listeners, data_dirs=data_dirs, service=service,
         event_log=_opt_str(c, v, "kafka_event_log", path),
         sudo=c.boolean(v.get("faultline_sudo", inv.sudo), p("faultline_sudo")),
+        log_dir=_opt_str(c, v, "kafka_log_dir", path),
+        log_files=_log_files(c, v.get("kafka_log_files"), p("kafka_log_files")),
+        log_timezone=_log_timezone(c, v.get("kafka_log_timezone"), p("kafka_log_timezone")),
     )
     # what each transport needs to reach the host
     if inv.transport == "ssh" and not spec.address:
@@ -258,3 +269,22 @@ def _host(c: Checker, inv: Inventory, name: str, group: str, v: dict[str, Any], 
         hp = _listener_hostport(listeners) if listeners else None
         spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
     return spec
+
+
+def _log_files(c: Checker, v: Any, path: str) -> dict[str, str]:
+    """``kafka_log_files: {server: PATH, controller: PATH, state_change: PATH}`` (any subset)."""
+    m = c.mapping(v, path)
+    c.keys(m, path, list(KAFKA_LOG_FILES))
+    return {k: c.string(x, join(path, k)) for k, x in m.items()}
+
+
+def _log_timezone(c: Checker, v: Any, path: str) -> str | None:
+    """The zone Kafka's log4j timestamps are in: +HHMM, +HH:MM, UTC or an IANA name."""
+    if v is None:
+        return None
+    text = c.string(v, path)
+    try:
+        parse_zone(text)
+    except ValueError as e:
+        raise c.fail(path, str(e)) from None
+    return text

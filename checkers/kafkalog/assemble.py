@@ -123,7 +123,10 @@ class Assembler:
                 return "controlled_shutdown" if reason == "controlled_shutdown" else "leader_fenced"
         return None
 
-    def _partition(self, o: dict[str, Any], created: bool = False) -> None:
+    def _partition(self, o: dict[str, Any], created: bool = False, starts_epoch: bool = False) -> None:
+        """One observation of a partition state. ``starts_epoch``: a replica's line that it starts
+        a new leader epoch (Partition.makeLeader/makeFollower), an election even when the state
+        before it is unknown; other first sightings of a partition are not called elections."""
         key = (o["topic"], o["partition"])
         p = self.parts.setdefault(key, _Part())
         pe = o.get("partition_epoch")
@@ -149,8 +152,11 @@ class Assembler:
         if lrs is None and (partial or o.get("observed") == "follower"):
             lrs = p.lrs
         old_leader, old_isr = p.leader, p.isr or []
-        leader_changed = p.partition_epoch is None or old_leader != new_leader
-        if created:
+        if p.partition_epoch is None:
+            leader_changed = created or starts_epoch
+        else:
+            leader_changed = old_leader != new_leader
+        if created or pe == 0:          # PartitionRecord's first epoch: the partition was just created
             reason: str | None = "initial"
         elif o.get("unclean"):
             reason = "unclean"
@@ -177,7 +183,7 @@ class Assembler:
                    log_end_offset=o["log_end_offset"], hwm=o["hwm"], local_log_size_bytes=None,
                    local_log_start_timestamp=None, leader_recovery_state=0)
         # Partition.makeLeader: the new state (this broker leads, with that ISR) as of this partition epoch
-        self._partition({**o, "leader": node, "leader_recovery_state": 0, "observed": "leader"})
+        self._partition({**o, "leader": node, "leader_recovery_state": 0, "observed": "leader"}, starts_epoch=True)
 
     def _alter_accepted(self, o: dict[str, Any]) -> None:
         key = (o["topic"], o["partition"])
@@ -266,7 +272,7 @@ class Assembler:
             self._became_leader(o)
         elif k == "became_follower":
             self.leo[(o["node"], o["topic"], o["partition"])] = o["log_end_offset"]
-            self._partition({**o, "isr": None})
+            self._partition({**o, "isr": None}, starts_epoch=True)
         elif k == "alter_accepted":
             self._alter_accepted(o)
         elif k == "alter_rejected":

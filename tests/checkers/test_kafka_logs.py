@@ -351,3 +351,104 @@ def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
     diff = {k: (ck[k], cl[k]) for k in ck if ck[k] != cl[k]}
     assert not diff, list(diff.items())[:3]
     assert all("removed_by" in c and "alter_partition" in c and "elections" in c for c in cl.values())
+
+
+# ------------------------------------------------------------------ collection from the hosts (harness/cluster.py)
+
+def test_collect_kafka_logs_from_hosts(tmp_path):
+    """Three lab hosts on the local transport, no event log: one names its log dir and zone only
+    on its JVM command line (as kafka-run-class.sh does), one in the inventory, one nowhere."""
+    import signal
+    import textwrap
+    import time
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from groundwork.transport.local import kill_process_group
+    from harness.cluster import Cluster
+    from harness.inventory import load_inventory
+
+    now = time.time()
+    d1, d2 = tmp_path / "kafka-1" / "logs", tmp_path / "kafka-2" / "logs"
+    d1.mkdir(parents=True)
+    d2.mkdir(parents=True)
+    hour = datetime.fromtimestamp(now, ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d-%H")
+    (d1 / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [Partition foo-0 broker=1] ISR updated to 1,2 and "
+                                   "version updated to 3 (kafka.cluster.Partition)\n")
+    (d1 / f"server.log.{hour}").write_text("[2024-05-01 11:00:00,000] INFO [Controller 1] something (x.Y)\n")
+    (d1 / "server.log.2020-01-01-00").write_text("an hour long before the run\n")
+    (d1 / "state-change.log").write_text("")
+    (d1 / "controller.log").write_text("")
+    (d1 / "kafka-request.log").write_text("not ours\n")
+    (d2 / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [UnifiedLog partition=foo-0, dir=/d] Truncating to "
+                                   "offset 7 (kafka.log.UnifiedLog)\n")
+    py = sys_executable()
+    hosts = {
+        1: f"{{kafka_node_id: 1, kafka_service: {{command: \"{py} -c 'import time; time.sleep(600)' "
+           f"-Dkafka.logs.dir={d1} -Duser.timezone=Europe/Berlin\", pidfile: {tmp_path}/b1.pid, log: {tmp_path}/b1.out}}}}",
+        2: f"{{kafka_node_id: 2, kafka_log_dir: {d2}, kafka_log_timezone: '+05:30', "
+           f"kafka_service: {{command: 'sleep 600', pidfile: {tmp_path}/b2.pid}}}}",
+        3: f"{{kafka_node_id: 3, kafka_service: {{command: 'sleep 600', pidfile: {tmp_path}/b3.pid}}}}",
+    }
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(textwrap.dedent("""
+        all:
+          vars: {faultline_transport: local, kafka_bootstrap: "127.0.0.1:1"}
+          children:
+            brokers:
+              hosts:
+        """) + "".join(f"        broker-{i}: {h}\n" for i, h in hosts.items()))
+    cluster = Cluster.from_inventory(load_inventory(inv))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"started_wall": now - 5, "wall_at_t0": now - 5}))
+    try:
+        for n in cluster.nodes.values():
+            n.start_service()
+        deadline = time.monotonic() + 10
+        while not all(n.service_pids() for n in cluster.nodes.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        problems = cluster.collect_logs(run_dir)
+    finally:
+        for n in cluster.nodes.values():
+            for pid in n.service_pids():
+                kill_process_group(pid, signal.SIGKILL)
+    cl = run_dir / "cluster-logs"
+    assert sorted(p.name for p in (cl / "broker-1").iterdir()) == sorted(
+        ["controller.log", "kafka-logs.json", "server.log", f"server.log.{hour}", "state-change.log", "b1.out"])
+    meta1 = json.loads((cl / "broker-1" / "kafka-logs.json").read_text())
+    assert meta1["node_id"] == 1 and meta1["timezone"] == "Europe/Berlin"
+    assert meta1["files"]["server"] == f"{d1}/server.log"
+    meta2 = json.loads((cl / "broker-2" / "kafka-logs.json").read_text())
+    assert meta2["timezone"] == "+05:30" and (cl / "broker-2" / "server.log").exists()
+    # broker-2 has no controller.log / state-change.log: said, not fatal; broker-3 has nothing to collect
+    assert any("broker-2" in p and "state-change.log not found" in p for p in problems), problems
+    assert any(p.startswith("broker-3: no event log and no Kafka log dir") for p in problems), problems
+    assert all("\n" not in p for p in problems)
+    ev = [(e["host"], e["event"], e["wall"]) for e in kafkalog.read_cluster_logs(cl)]
+    assert ("broker-1", "alter_partition", pytest.approx(1714557600.0)) in ev       # 12:00 CEST
+    assert ("broker-2", "truncation", pytest.approx(1714545000.0)) in ev            # 12:00 +05:30
+    # the leader's answer from the controller is no election: the state before it is unknown here
+    assert ("broker-1", "isr_changed", pytest.approx(1714557600.0)) in ev
+
+
+def sys_executable() -> str:
+    import sys
+    return sys.executable
+
+
+@pytest.mark.parametrize("var,value,want", [
+    ("kafka_log_timezone", "'Mars/Olympus'", "kafka_log_timezone"),
+    ("kafka_log_files", "{server: /x/server.log, gc: /x/gc.log}", "kafka_log_files"),
+])
+def test_inventory_rejects_bad_kafka_log_vars(tmp_path, var, value, want):
+    from groundwork.config import ConfigError
+    from harness.inventory import load_inventory
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  vars: {faultline_transport: local, kafka_bootstrap: '127.0.0.1:1'}\n  children:\n"
+                   "    brokers:\n      hosts:\n"
+                   f"        b1: {{kafka_node_id: 1, {var}: {value}, kafka_service: {{systemd: kafka}}}}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(inv)
+    msg = str(ei.value)
+    assert want in msg and "\n" not in msg.strip(), msg
