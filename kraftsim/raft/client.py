@@ -78,8 +78,8 @@ class RaftClient:
         self.wake = asyncio.Event()
         self.progress = asyncio.Event()  # LEO/HWM/state changed: parked fetches re-check (fetchPurgatory)
         self.applied = 0  # next offset the state machine has not seen
-        self.append_waiters: list[tuple[int, asyncio.Future]] = []
         self.shutting_down = False
+        self.initialized = False
         self.listeners: list[Callable[[], None]] = []  # told after every state change
 
     # ================================================================== plumbing
@@ -150,19 +150,18 @@ class RaftClient:
     def initialize(self) -> None:
         """KafkaRaftClient.initialize: resume the persisted state; a lone voter elects itself."""
         now = time.monotonic()
+        self.initialized = True
         self.quorum.initialize(self.log.last_fetched_epoch, now)
         if len(self.voters) == 1 and self.node_id in self.voters and not isinstance(self.quorum.state, Candidate):
-            if isinstance(self.quorum.state, Leader):
-                pass
-            else:
-                self.quorum.transition_to_candidate(now)
+            self.quorum.transition_to_candidate(now)
         if isinstance(self.quorum.state, Candidate):
             self._on_become_candidate(now)
         self._state_changed()
 
     async def run(self, stop: asyncio.Event) -> None:
         """The poll loop (KafkaRaftClient.poll) until ``stop``; then a graceful shutdown."""
-        self.initialize()
+        if not self.initialized:
+            self.initialize()
         stopper = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
@@ -384,39 +383,40 @@ class RaftClient:
             self.applied = hw
             if batch and self.on_commit is not None:
                 self.on_commit(batch)
-        still = []
-        for off, fut in self.append_waiters:
-            if off < hw:
-                if not fut.done():
-                    fut.set_result(off)
-            else:
-                still.append((off, fut))
-        self.append_waiters = still
         self._kick()
 
     def _fail_appends(self) -> None:
-        for _, fut in self.append_waiters:
-            if not fut.done():
-                fut.set_exception(NotLeader(self.quorum.leader_id, self.quorum.epoch))
-        self.append_waiters = []
+        """Waiting appends re-check and fail with NotLeader (see ``wait_committed``)."""
+        self._kick()
 
     def is_leader(self) -> bool:
         return isinstance(self.quorum.state, Leader)
 
-    def append(self, records: list[dict[str, Any]]) -> tuple[int, asyncio.Future]:
-        """Leader append (KafkaRaftClient.prepareAppend/append): written and flushed now; the
-        future completes with the last offset once it is committed, or fails with NotLeader if
-        leadership ends first (the append purgatory is failed on a leader change)."""
+    def append(self, records: list[dict[str, Any]]) -> int:
+        """Leader append (KafkaRaftClient.prepareAppend/append): written and flushed now, before
+        the leader counts its own end offset (flushLeaderLog); returns the last offset. Works
+        without a running event loop (a lone voter commits at once)."""
         s = self.quorum.state
         if not isinstance(s, Leader) or self.shutting_down:
             raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
         _, last = self.log.append_as_leader(records, s.epoch)
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.append_waiters.append((last, fut))
         if s.update_local_state(self.log.end_offset):
             self._after_high_watermark()
         self._kick()
-        return last, fut
+        return last
+
+    async def wait_committed(self, offset: int, epoch: int | None = None) -> None:
+        """Until ``offset`` is committed; NotLeader if the leadership (of ``epoch``) ends first —
+        KafkaRaftClient fails the append purgatory on a leader change (onBecomeFollower)."""
+        epoch = self.quorum.epoch if epoch is None else epoch
+        while True:
+            waiter = self.progress
+            if not (isinstance(self.quorum.state, Leader) and self.quorum.epoch == epoch) or self.shutting_down:
+                raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
+            hw = self.quorum.high_watermark
+            if hw is not None and hw > offset:
+                return
+            await waiter.wait()
 
     # ================================================================== requests we build
 
