@@ -438,8 +438,8 @@ def sys_executable() -> str:
 
 
 @pytest.mark.parametrize("var,value,want", [
-    ("kafka_log_timezone", "'Mars/Olympus'", "kafka_log_timezone"),
-    ("kafka_log_files", "{server: /x/server.log, gc: /x/gc.log}", "kafka_log_files"),
+    ("kafka_log_timezone", "'Mars/Olympus'", "want +HHMM, +HH:MM, UTC or an IANA name"),
+    ("kafka_log_files", "{server: /x/server.log, gc: /x/gc.log}", "kafka_log_files.gc"),
 ])
 def test_inventory_rejects_bad_kafka_log_vars(tmp_path, var, value, want):
     from groundwork.config import ConfigError
