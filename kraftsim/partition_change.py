@@ -11,7 +11,7 @@ epoch before 3.6) all came from each event computing its own partial rule.
 
 Deliberate choices, each a Kafka version:
 - ``useLastKnownLeaderInBalancedRecovery`` is true, as ReplicationControlManager leaves it: the
-  LastKnownELR holds only the last known leader (KAFKA-16082).
+  LastKnownELR holds only the last known leader.
 - ``canElectLastKnownLeader`` requires the last known leader to be an acceptable leader
   (KAFKA-19522, Kafka 4.1; 4.0 elected it even when fenced). kraftsim turns ELR on by default
   from metadata.version 4.1, so the 4.1 behaviour is the one modelled.
