@@ -6,8 +6,8 @@ AlterPartition from the leader, a fenced broker, a controlled shutdown, an uncle
 when the target ISR is below the (effective) min ISR, every member of the current ISR or ELR that
 is not in the target ISR and did not shut down uncleanly goes into the ELR; when the target ISR is
 at least min ISR, ELR and LastKnownELR are cleared. In the last-known-leader mode
-ReplicationControlManager uses, the LastKnownELR holds only the last known leader (``maybeUpdateLastKnownLeader``), set when the partition first becomes
-leaderless with an empty ISR. ELR lists are compared as sets: Kafka builds them from a HashSet.
+ReplicationControlManager uses, the LastKnownELR holds only the last known leader
+(``maybeUpdateLastKnownLeader``), set when the partition first becomes leaderless with an empty ISR. ELR lists are compared as sets: Kafka builds them from a HashSet.
 """
 from __future__ import annotations
 
