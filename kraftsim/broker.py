@@ -410,7 +410,7 @@ class Broker:
                 r.maybe_shrink_isr()
             if time.monotonic() - last_ckpt > 1.0:
                 last_ckpt = time.monotonic()
-                self.logs.checkpoint_high_watermarks({k: r.hwm for k, r in self.replicas.items()})
+                self.logs.checkpoint_high_watermarks(self._hwm_snapshot())
 
     # ------------------------------------------------------------------ fetchers (follower side)
 
@@ -807,6 +807,14 @@ class Broker:
         await stop.wait()
         await self.shutdown()
 
+    def _hwm_snapshot(self) -> dict[tuple[str, int], int]:
+        """HWMs to checkpoint: the replicas' own, and the loaded checkpoint for logs not handed to
+        the replica manager yet (before the first publish a checkpoint must not forget them)."""
+        logs = self.logs.logs()
+        out = {k: v for k, v in self._hwm_checkpoint.items() if k in logs}
+        out.update({k: r.hwm for k, r in self.replicas.items()})
+        return out
+
     async def _supervise(self, loop_fn) -> None:  # noqa: ANN001
         """Keep a channel loop alive: an unexpected error is logged once and the loop restarts
         (a broker whose heartbeat task died would be fenced forever without saying why)."""
@@ -832,6 +840,6 @@ class Broker:
             self.server.close()
         for r in self.replicas.values():
             r.fail_waiters(ErrorCode.not_leader_or_follower)
-        self.logs.shutdown(self.broker_epoch, {k: r.hwm for k, r in self.replicas.items()})
+        self.logs.shutdown(self.broker_epoch, self._hwm_snapshot())
         if self.md_file:
             self.md_file.close()
