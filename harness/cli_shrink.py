@@ -28,8 +28,19 @@ def _line(p: Any) -> Text:
         (p.replay, "yellow"), f" | last {p.last} | {p.mechanism}")
 
 
+def _exit(code: int, message: str = "") -> None:
+    """Leave with ``code``, saying ``message`` as the CLI's own errors do. SystemExit, not
+    harness.cli.Exit: under ``python -m harness.cli`` that module runs as ``__main__`` and
+    its Exit is another class than the one importable here."""
+    from harness.cli import err
+
+    if message:
+        err.print(("faultline: error: " if code else "") + message, markup=False)
+    raise SystemExit(code)
+
+
 def register(app: typer.Typer) -> None:
-    from harness.cli import EXIT_INFRA, Exit, err, out
+    from harness.cli import EXIT_INFRA, err, out
 
     @app.command()
     def shrink(run_dir: Path = typer.Argument(..., help="a run directory that lost acknowledged writes"),
@@ -89,12 +100,12 @@ def register(app: typer.Typer) -> None:
         except Interrupted:
             sh.abort()
             rep = heal_all(Ledger())
-            raise Exit(EXIT_INFRA, f"interrupted: stopped the running replay; healed {len(rep.healed)} ledger "
-                                   f"entries; `faultline shrink {run_dir}` resumes from {sh.dir / 'shrink.json'}") from None
+            _exit(EXIT_INFRA, f"interrupted: stopped the running replay; healed {len(rep.healed)} ledger "
+                              f"entries; `faultline shrink {run_dir}` resumes from {sh.dir / 'shrink.json'}")
         except InfraError as e:
             sh.abort()
             heal_all(Ledger())
-            raise Exit(EXIT_INFRA, f"{e}") from None
+            _exit(EXIT_INFRA, f"{e}")
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
@@ -103,5 +114,5 @@ def register(app: typer.Typer) -> None:
             if res.page:
                 err.print(f"page: {res.page}", markup=False)
             print(str(res.out), flush=True)
-            raise Exit(0)
-        raise Exit(res.code, res.message)
+            _exit(0)
+        _exit(res.code, res.message)

@@ -223,7 +223,7 @@ class Shrinker:
         seed = self.src.seed + i
         logs = self.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "harness.cli", "run", str(cand), "--seed", str(seed),
+        cmd = [sys.executable, "-c", "from harness.cli import main; main()", "run", str(cand), "--seed", str(seed),
                "--results-dir", str(self.dir / "replays"), "--no-progress", "--no-check"]
         t0 = time.monotonic()
         for attempt in (1, 2):
@@ -403,19 +403,33 @@ class Shrinker:
                 exhausted = True
         return self.finish(exhausted)
 
-    def suspects(self, src: SourceRun) -> list[FaultStep]:
-        """The steps whose fault ids the attribution lists around the lost writes."""
+    def suspects(self, src: SourceRun, lead: float = 5.0) -> list[FaultStep]:
+        """The steps that can have mattered, by time: a fault that ended more than ``lead``
+        seconds before the first lost write was acknowledged, or began after the last
+        decisive removal (the first truncation/recovery that cut a lost write), cannot have
+        let these writes be acknowledged and then removed. ``lead`` covers the fault that
+        took the follower out of the ISR before the leader acked alone."""
         try:
             v = json.loads((self.run_dir / "verdict.json").read_text())
         except (OSError, ValueError):
             return []
-        ids: set[str] = set()
-        for row in v.get("attribution") or []:
-            for f in row.get("faults") or []:
-                m = re.match(r"^[\w-]+\[[^\]]*\] (\S+) ", str(f))
-                if m:
-                    ids.add(m.group(1))
-        return [s for s in src.steps if s.source_id in ids]
+        rows = v.get("attribution") or []
+        acks = [float(r["ack_t"]) for r in rows if isinstance(r.get("ack_t"), (int, float))]
+        cuts = []
+        for r in rows:
+            ts = [float(m.group(1)) for m in (re.match(r"^t=(-?[\d.]+) ", str(x)) for x in r.get("removed_by") or []) if m]
+            if ts:
+                cuts.append(min(ts))
+            elif isinstance(r.get("miss_t"), (int, float)):
+                cuts.append(float(r["miss_t"]))
+        if not acks or not cuts:
+            return []
+        lo, hi = min(acks) - lead, max(cuts)
+        from checkers.attribution import fault_intervals
+        tl = read_jsonl(self.run_dir / "timeline.jsonl")
+        span = {f.id: (f.start, f.stop if f.stop is not None else float("inf")) for f in fault_intervals(tl)}
+        return [s for s in src.steps if s.source_id in span
+                and span[s.source_id][0] is not None and span[s.source_id][0] <= hi and span[s.source_id][1] >= lo]
 
     def finish(self, exhausted: bool) -> ShrinkResult:
         assert self.src is not None and self.log is not None

@@ -154,9 +154,12 @@ def focus_partition(run_dir: Path) -> int:
         by = json.loads(v.read_text()).get("lost_writes_by_partition") or {}
     except (OSError, ValueError):
         by = {}
+    def part(key: str) -> int:  # "<topic>@<partition>" (older verdicts: "<topic>-<partition>")
+        tail = key.rsplit("@", 1)[1] if "@" in key else key.rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
     if by:
-        best = max(by.items(), key=lambda kv: (kv[1], -int(kv[0].rsplit("-", 1)[1])))[0]
-        return int(best.rsplit("-", 1)[1])
+        return part(max(by.items(), key=lambda kv: (kv[1], -part(kv[0])))[0])
     return 0
 
 

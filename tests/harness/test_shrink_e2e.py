@@ -1,0 +1,140 @@
+"""`faultline shrink` end to end: a real random run that lost writes, shrunk, and the result rerun.
+
+The vulnerable target is one where a random mix loses acknowledged writes for a reason Kafka
+really has: ``unclean.leader.election.enable=true`` with RF 2 and min ISR 1. A killed or
+paused replica drops out of the ISR (Kafka's ``replica.lag.time.max.ms`` / broker session
+timeout, here 1.5 s so faults can be 2 s long), the leader goes on acking alone (min ISR 1
+allows it), and when the leader dies next the controller elects the out-of-sync replica
+(KIP-704's unclean election, PartitionChangeBuilder.scala's ``electLeader`` falls back to it
+when the topic allows). The old leader then truncates to the new leader's shorter log and
+the writes it acked alone are gone. Two faults in that order are the whole story; the random
+mix surrounds them with others.
+
+Short workloads and K=1 during tests (each replay is a real cluster run); the figures for a
+~30-step run with the default K are benchmarks/shrink.py's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.shrink_judge import Judge, acked_missing, mechanisms
+from tests.harness.clirun import REPO, faultline, force_cleanup, pids_matching
+
+pytestmark = pytest.mark.slow
+
+CAMPAIGN = {
+    "name": "shrink-unclean",
+    "target": {"inventory": str(REPO / "inventory" / "local.yaml"),
+               "settings": {"unclean.leader.election.enable": True, "broker.session.timeout.ms": 1500,
+                            "replica.lag.time.max.ms": 1500}},
+    "topic": {"name": "faultline", "partitions": 1, "replication_factor": 2, "min_insync_replicas": 1},
+    "workload": {"producers": 1, "consumers": 0, "rate": 100, "duration": 20, "drain_timeout": 10,
+                 "recovery_timeout": 15},
+    "nemesis": {"schedule": "random",
+                "random": {"faults": ["kill", "pause"], "interval": 0.4, "duration": 2,
+                           "targets": "replica-of:0", "start-after": 2}},
+    "expect": "loss",
+}
+SAFE = "--set=target.unclean.leader.election.enable=false"
+
+
+def _last_dir(stdout: str) -> Path:
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    assert lines, "no output"
+    return Path(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("shrink")
+    state, results = root / "state", root / "results"
+    camp = root / "shrink-unclean.yaml"
+    camp.write_text(yaml.safe_dump(CAMPAIGN, sort_keys=False))
+    try:
+        yield {"root": root, "state": state, "results": results, "campaign": camp}
+    finally:
+        force_cleanup(results, state)
+
+
+@pytest.fixture(scope="module")
+def lossy_run(env) -> Path:
+    """A real seeded random run that lost acknowledged writes (the final drain misses some)."""
+    for seed in (7, 8, 9):
+        r = faultline(["run", str(env["campaign"]), "--seed", str(seed), "--results-dir", str(env["results"]),
+                       "--no-progress", "--no-check"], env["state"], timeout=300)
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-2000:]}"
+        run_dir = _last_dir(r.stdout)
+        if acked_missing(run_dir):
+            return run_dir
+    pytest.fail("three seeded random runs on the unclean-election target lost nothing")
+
+
+def _starts(campaign: Path) -> list[dict]:
+    doc = yaml.safe_load(campaign.read_text())
+    return [s for s in doc["nemesis"]["steps"] if "start" in s]
+
+
+def test_shrink_real_random_loss_and_the_minimal_campaign_reproduces(env, lossy_run: Path) -> None:
+    out = env["root"] / "minimal.yaml"
+    r = faultline(["shrink", str(lossy_run), "--replays", "1", "--out", str(out), "--no-progress"],
+                  env["state"], timeout=1800)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert _last_dir(r.stdout) == out and out.exists()
+    log = [json.loads(ln) for ln in (lossy_run / "shrink" / "shrink.json").read_text().splitlines()]
+    start = next(x for x in log if x["type"] == "start")
+    mech, original = start["mechanism"], start["original"]
+    assert mech == "unclean_election", start["mechanisms"]
+    minimal = _starts(out)
+    assert 1 <= len(minimal) <= len(original) / 3, (len(original), minimal)
+    text = out.read_text()
+    assert lossy_run.name in text and f"by {mech}" in text and "of 1 replays" in text
+    assert (lossy_run / "shrink" / "shrink.html").exists()
+    assert any(x["type"] == "candidate" and x["phase"] == "ddmin" for x in log)
+    # every replay healed: nothing of this test is left in the ledger or the process table
+    h = faultline(["heal"], env["state"], timeout=120)
+    assert "0 healed, 0 failed" in h.stdout, h.stdout + h.stderr
+    assert pids_matching(str(lossy_run / "shrink")) == []
+
+    # the produced campaign, run fresh 5 times, loses writes by the same mechanism in >= 4
+    fresh = env["results"] / "fresh"
+    runs = []
+    for seed in range(101, 106):
+        f = faultline(["run", str(out), "--seed", str(seed), "--results-dir", str(fresh), "--no-progress", "--no-check"],
+                      env["state"], timeout=300)
+        assert f.returncode == 0, f"exit {f.returncode}\n{f.stderr[-2000:]}"
+        runs.append(_last_dir(f.stdout))
+    judge = Judge(env["root"] / "checker.log")
+    try:
+        got = [mechanisms(judge.verdict(rd)) for rd in runs]
+    finally:
+        judge.close()
+    assert sum(1 for m in got if mech in m) >= 4, got
+
+
+def test_refuses_a_random_run_that_lost_nothing(env) -> None:
+    """The same random mix on the safe configuration (no unclean election): nothing is lost,
+    so there is nothing to shrink - one line, exit 2."""
+    r = faultline(["run", str(env["campaign"]), "--seed", "7", SAFE, "--set", "workload.duration=8",
+                   "--results-dir", str(env["results"]), "--no-progress", "--no-check"], env["state"], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = _last_dir(r.stdout)
+    s = faultline(["shrink", str(run_dir), "--no-progress"], env["state"], timeout=600)
+    lines = [ln for ln in s.stderr.splitlines() if ln.strip()]
+    assert s.returncode == 2, s.stdout + s.stderr
+    assert len(lines) == 1 and "lost no acknowledged writes" in lines[0], s.stderr
+    assert not (run_dir / "shrink" / "candidates").exists()   # nothing was replayed
+
+
+def test_a_loss_that_does_not_reproduce_ends_not_reproducible(env, lossy_run: Path) -> None:
+    """The real lossy run, replayed on the fixed configuration: ``--set`` turns unclean
+    election off for every replay, so the recorded schedule cannot lose writes by an unclean
+    election any more (the controller waits for an ISR member instead). That is exactly the
+    case of a loss that came from a configuration the replays no longer have: exit 1."""
+    r = faultline(["shrink", str(lossy_run), "--replays", "1", SAFE, "--no-progress"], env["state"], timeout=900)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert len(lines) == 1 and "not reproducible in 1 replays" in lines[0], r.stderr
