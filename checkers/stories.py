@@ -88,17 +88,33 @@ def unclean_allowed(run: dict[str, Any]) -> bool:
     return False
 
 
-def _kip903_on(run: dict[str, Any]) -> bool | None:
-    sw = run.get("switches") or {}
-    return None if "kip903.enabled" not in sw else _truthy(sw["kip903.enabled"])
+def _mv(run: dict[str, Any]) -> tuple[int, int] | None:
+    """The run's metadata.version as (major, minor), e.g. "3.4" or "3.9-IV0" -> (3, 4) / (3, 9)."""
+    v = (run.get("switches") or {}).get("metadata.version")
+    m = re.match(r"^\s*(\d+)\.(\d+)", str(v)) if v is not None else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _elr_on(run: dict[str, Any]) -> bool | None:
+def _gate(run: dict[str, Any], key: str, since: tuple[int, int], feature: str) -> tuple[bool | None, str]:
+    """(on, why) of a protocol gate: an explicit switch, else metadata.version against the release
+    that brought it (Kafka's MetadataVersion gates; kraftsim/features.py mirrors them)."""
     sw = run.get("switches") or {}
-    v = sw.get("eligible.leader.replicas.version")
-    if v is None:
-        return None
-    return _int(v) is not None and _int(v) > 0 or _truthy(v)
+    if key in sw and sw[key] is not None:
+        on = _truthy(sw[key]) or (_int(sw[key]) or 0) > 0
+        return on, f"{key}={str(sw[key]).lower()}"
+    mv = _mv(run)
+    if mv is None:
+        return None, ""
+    text = f"metadata.version={sw.get('metadata.version')}"
+    return mv >= since, (f"{text} predates {feature}, Kafka {since[0]}.{since[1]}" if mv < since else text)
+
+
+def _kip903(run: dict[str, Any]) -> tuple[bool | None, str]:
+    return _gate(run, "kip903.enabled", (3, 5), "KIP-903")
+
+
+def _elr(run: dict[str, Any]) -> tuple[bool | None, str]:
+    return _gate(run, "eligible.leader.replicas.version", (4, 1), "KIP-966's ELR")
 
 
 @dataclass
@@ -236,10 +252,10 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         return kind, row, t
 
     def crash(b: int, t0: float, t1: float) -> dict[str, Any] | None:
-        for f in w.faults:
-            if t0 <= f["t"] <= t1 and b in f["brokers"] and any(k in f["fault"] for k in _CRASH_FAULTS):
-                return f
-        return None
+        """The latest crash-like fault of broker b that started in [t0, t1]."""
+        got = [f for f in w.faults if t0 <= f["t"] <= t1 and b in f["brokers"]
+               and any(k in f["fault"] for k in _CRASH_FAULTS)]
+        return got[-1] if got else None
 
     def registered(b: int, t0: float, t1: float) -> dict[str, Any] | None:
         regs = [e for e in w.events if e.get("event") == "broker_registered" and _node_of(e) == b
@@ -253,7 +269,8 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
 
     # 1. the election that put a leader without the lost writes in charge
     elections = [e for e in pe if e.get("event") == "leader_elected" and lo <= e["t"] <= hi
-                 and _int(e.get("leader")) is not None and _int(e.get("leader")) >= 0]
+                 and _int(e.get("leader")) is not None and _int(e.get("leader")) >= 0
+                 and e.get("reason") != "initial"]
     loss_el = None
     why_short = None
     for e in elections:
@@ -263,8 +280,8 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         if (bl is not None and _int(bl.get("log_end_offset")) is not None and _int(bl.get("log_end_offset")) <= l0k) or sh:
             loss_el, why_short = e, sh
             break
-    if loss_el is None and elections:
-        loss_el = elections[0]
+    if loss_el is None:     # no winner known to be short: the first leader change after the first ack
+        loss_el = next((e for e in elections if a0 is None or e["t"] >= a0), None)
     follower_trunc = [e for e in pe if e.get("event") == "truncation" and lo <= e["t"] <= hi
                       and _int(e.get("to_offset")) is not None and _int(e.get("to_offset")) <= l0k
                       and (_int(e.get("from_offset")) or 0) > l0k
@@ -288,8 +305,10 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                                    f"its copy of {topic}@{part} was gone.", row["row"], 1))
             elif kind == "recovery":
                 cr = crash(wb, lo - 60.0, t)
-                how = f" after {cr['fault']} {cr['id']} at {_t(cr['t'])}" if cr else ""
-                steps.append(_Step(t, "recovery", f"At {_t(t)} broker {wb} recovered {topic}@{part}{how} with its log "
+                if cr is not None:
+                    steps.append(_Step(cr["t"], "fault", f"At {_t(cr['t'])} broker {wb} was hit by {cr['fault']} "
+                                       f"({cr['id']}).", cr["row"], 3))
+                steps.append(_Step(t, "recovery", f"At {_t(t)} broker {wb} recovered {topic}@{part} with its log "
                                    f"ending at offset {row.get('log_end_offset')} ({row.get('reason') or 'recovery'}): "
                                    f"the unflushed tail was lost.", row, 1))
             else:
@@ -324,10 +343,16 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         elif reason in ("elr", "last_known_leader") or (
                 prior_isr is not None and prior_isr == [wb] and why_short and why_short[0] in ("recovery", "truncation")):
             primary = "last_replica_standing"
-            elr = _elr_on(run)
+            alone = next((e for e in state if e["t"] < et and [x for x in e.get("isr") or [] if x is not None] == [wb]
+                          and _int(e.get("leader")) == wb), None)
+            if alone is not None:
+                steps.append(_Step(alone["t"], "isr_changed", f"At {_t(alone['t'])} the ISR of {topic}@{part} shrank to "
+                                   f"[{wb}] (partition epoch {alone.get('partition_epoch')}): broker {wb} alone held "
+                                   f"the writes acknowledged from then on.", alone, 2))
+            elr, why = _elr(run)
             rule = ("KIP-966's rule (ReplicationControlManager.handleBrokerUncleanShutdown: a broker back from an "
-                    "unclean shutdown leaves the ELR) was " + ("off (eligible.leader.replicas.version=0)" if elr is False
-                                                            else "not enough" if elr else "not applied"))
+                    "unclean shutdown leaves the ELR) was " + (f"off ({why})" if elr is False
+                                                            else "on, yet did not stop it" if elr else "not applied"))
             steps.append(_Step(et, "election", f"At {_t(et)} broker {wb}, the last replica standing in the ISR "
                                f"{prior_isr if prior_isr is not None else ''}, was elected leader again (leader epoch {ep}, "
                                f"reason {reason or '?'}) with its shortened log; {rule}.", loss_el, 0))
@@ -337,13 +362,13 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 bep = _epochs(readmit)
                 sent = bep.get(wb)
                 ver = _int(readmit.get("version"))
-                kip = _kip903_on(run)
+                kip, why = _kip903(run)
                 carried = (f"carrying broker epoch {sent} for it" if sent is not None else
                            f"carrying no broker epochs (AlterPartition v{ver})" if ver is not None and ver < 3 else
                            "carrying no broker epoch for it")
                 rule = ("KIP-903's check (ReplicationControlManager.ineligibleReplicasForIsr: reject a replica whose "
                         "broker epoch does not match its registration with INELIGIBLE_REPLICA) was "
-                        + ("off (kip903.enabled=false)" if kip is False else "not applied"))
+                        + (f"off ({why})" if kip is False else "on, yet did not stop it" if kip else "not applied"))
                 steps.append(_Step(readmit["t"], "alter_partition",
                                    f"At {_t(readmit['t'])} the controller accepted an AlterPartition from leader "
                                    f"{readmit.get('leader')} that put broker {wb} back into the ISR {readmit.get('new_isr')} "
@@ -351,20 +376,21 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 mechs.append("empty_replica_elected")
             elif why_short is not None or (leo is not None and leo <= l0k):
                 primary = "empty_replica_elected"
-            # the old leader's failure
-            if old_leader is not None and old_leader >= 0 and old_leader != wb:
-                cr = crash(old_leader, lo - 5.0, et) or next(
-                    (f for f in w.faults if lo - 5.0 <= f["t"] <= et and old_leader in f["brokers"]), None)
-                if cr is not None:
-                    steps.append(_Step(cr["t"], "fault", f"At {_t(cr['t'])} leader broker {old_leader} was hit by "
-                                       f"{cr['fault']} ({cr['id']}).", cr["row"], 3))
             short_txt = (" with an empty log" if leo == 0 or (why_short and why_short[0] == "wipe") else
                          f" with its log ending at offset {leo}" if leo is not None else "")
             rule = ("a clean election from the ISR (PartitionChangeBuilder.electAnyLeader); Kafka assumes every ISR "
                     "member holds every acknowledged record (Partition.checkEnoughReplicasReachOffset)")
             steps.append(_Step(et, "election", f"At {_t(et)} the controller elected broker {wb} leader of {topic}@{part} "
                                f"(leader epoch {ep}, ISR {loss_el.get('isr')}){short_txt}: {rule}.", loss_el, 0))
-        if bl is not None and leo is not None and not any(s.kind == "election" and "log ending" in s.text for s in steps):
+        # the old leader's failure
+        if old_leader is not None and old_leader >= 0 and old_leader != wb:
+            cr = crash(old_leader, lo - 5.0, et) or next(
+                (f for f in reversed(w.faults) if lo - 5.0 <= f["t"] <= et and old_leader in f["brokers"]), None)
+            if cr is not None:
+                steps.append(_Step(cr["t"], "fault", f"At {_t(cr['t'])} leader broker {old_leader} was hit by "
+                                   f"{cr['fault']} ({cr['id']}).", cr["row"], 3))
+        told = any(s.kind == "election" and ("log ending" in s.text or "empty log" in s.text) for s in steps)
+        if bl is not None and leo is not None and not told:
             steps.append(_Step(bl["t"], "became_leader", f"Broker {wb} took over at {_t(bl['t'])} with log end offset {leo} "
                                f"(HWM {bl.get('hwm')}), below the first lost offset {l0}.", bl, 2))
         if (primary == "unexplained" and follower_trunc) or (follower_trunc and primary != "unexplained"):
@@ -378,9 +404,9 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         leader = _int(rows[-1].get("leader")) if rows else None
         who = f"leader broker {leader}" if leader is not None and leader >= 0 else "the leader"
         steps.append(_Step(follower_trunc[0]["t"], "note",
-                           f"No election of {topic}@{part} is recorded between the first ack and the miss: {who} had "
-                           f"lost its tail (a restarted broker acting on its old leadership) and its followers "
-                           f"truncated to it.", None, 0))
+                           f"No election of {topic}@{part} is recorded between the first ack and the miss, yet "
+                           f"{who}'s followers truncated below the acknowledged offsets to match it: its log had lost "
+                           f"the tail (as a restarted broker acting on its old leadership would).", None, 0))
     if follower_trunc:
         brokers = sorted({b for b in (_node_of(e) for e in follower_trunc) if b is not None})
         e0 = follower_trunc[0]
@@ -406,15 +432,17 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                        and (f["stop"] is None or f["stop"] >= lo - 30.0)})
         n_el = len(elections)
         steps.append(_Step(a0, "note", f"Unexplained: no election, recovery or truncation of {topic}@{part} recorded "
-                           f"between the first ack and the last miss shows where the writes went "
-                           f"({n_el} election{'s' if n_el != 1 else ''} in the window; faults: "
-                           f"{', '.join(seen) or 'none'}); the raw evidence is below.", None, 0))
+                           f"between the first ack and the last miss shows where the writes went.", None, 0))
+        steps.append(_Step(a0, "note", f"In that window: {n_el} leader election{'s' if n_el != 1 else ''} of the "
+                           f"partition, {len(pe)} events of it in all, faults {', '.join(seen) or 'none'}; "
+                           f"the raw evidence is below.", None, 0))
     steps.sort(key=lambda s: (math.inf if s.t is None else s.t))
     while len(steps) > MAX_SENTENCES - 1:
         drop = max(range(len(steps)), key=lambda i: (steps[i].rank, i))
         steps.pop(drop)
-    lost_txt = (f"Lost: {n} acknowledged write{'s' if n != 1 else ''} of {topic}@{part}, offsets {l0}-{l1}, "
-                f"acknowledged between {_t(a0)} and {_t(a1)}.")
+    where = f"offset {l0}" if l0 == l1 else f"offsets {l0}-{l1}"
+    when = f"at {_t(a0)}" if a0 == a1 else f"between {_t(a0)} and {_t(a1)}"
+    lost_txt = f"Lost: {n} acknowledged write{'s' if n != 1 else ''} of {topic}@{part}, {where}, acknowledged {when}."
     sentences = [s.text for s in steps] + [lost_txt]
     while len(sentences) < 3:
         sentences.insert(len(sentences) - 1, f"The partition's leader, ISR and broker events around the loss are "
