@@ -14,7 +14,8 @@ part of what kraftsim's controller states in one event. So:
   (the controller created the partition), ``unclean`` (``UNCLEAN partition change``),
   ``alter_partition`` (the leader's ``ISR updated to ... version updated to N`` for that
   epoch), ``leader_fenced`` / ``controlled_shutdown`` (the old leader or a removed ISR member
-  was fenced for that reason in the seconds before). Otherwise the reason is null.
+  was fenced for that reason in the seconds before), ``isr`` (a partition without a leader
+  got one from the ISR last stated). Otherwise the reason is null.
 * **Broker epochs** of fence/unfence come from the broker's latest registration;
   ``clean_shutdown`` of a registration from the broker's LogManager line as it started (clean
   shutdown file found or not); ``previous_broker_epoch`` is not logged (null).
@@ -53,6 +54,7 @@ class _Part:
     partition_epoch: int | None = None
     isr: list[int] | None = None
     lrs: int | None = None
+    last_isr: list[int] | None = None           # the last ISR a line stated (a follower's line states none)
     event: dict[str, Any] | None = None        # the event of the current partition epoch
 
 
@@ -140,7 +142,7 @@ class Assembler:
                     if v is not None and p.event.get(f) is None:
                         p.event[f] = v
                         if f == "isr":
-                            p.isr = v
+                            p.isr = p.last_isr = v
             else:
                 self.unused += 1
             return
@@ -167,12 +169,17 @@ class Assembler:
             if old_leader is not None and old_leader != new_leader:
                 gone.add(old_leader)
             reason = self._fence_reason(o["wall"], gone) if gone else None
+            if reason is None and old_leader == -1 and new_leader is not None and new_leader >= 0 \
+                    and new_leader in (p.last_isr or []):
+                reason = "isr"          # an offline partition got a leader from its ISR again
         fields = {"topic": key[0], "partition": key[1], "leader": new_leader, "leader_epoch": new_le,
                   "partition_epoch": pe, "isr": new_isr, "elr": o.get("elr"), "reason": reason,
                   "leader_recovery_state": lrs}
         name = "leader_elected" if leader_changed and new_leader is not None and new_leader >= 0 else "isr_changed"
         p.event = self._emit(o, name, **fields)
         p.leader, p.leader_epoch, p.partition_epoch, p.isr, p.lrs = new_leader, new_le, pe, new_isr, lrs
+        if new_isr is not None:
+            p.last_isr = new_isr
 
     def _became_leader(self, o: dict[str, Any]) -> None:
         node = o["node"]
@@ -272,7 +279,7 @@ class Assembler:
             self._became_leader(o)
         elif k == "became_follower":
             self.leo[(o["node"], o["topic"], o["partition"])] = o["log_end_offset"]
-            self._partition({**o, "isr": None}, starts_epoch=True)
+            self._partition({**o, "isr": None, "observed": "follower"}, starts_epoch=True)
         elif k == "alter_accepted":
             self._alter_accepted(o)
         elif k == "alter_rejected":
@@ -289,6 +296,8 @@ class Assembler:
             self.leo[(o["node"], o["topic"], o["partition"])] = o["to_offset"]
             self._emit(o, "truncation", topic=o["topic"], partition=o["partition"], broker=o["node"],
                        from_offset=o["from_offset"], to_offset=o["to_offset"], reason=o["reason"])
+        elif k == "log_start":
+            self.shutdown_clean.pop(o["node"], None)    # a new start: only its own lines tell
         elif k == "log_dir":
             self.unclean_dirs[(o["node"], o["dir"].rstrip("/"))] = not o["clean"]
             self.shutdown_clean[o["node"]] = o["clean"]     # (several log dirs: the last one's word)

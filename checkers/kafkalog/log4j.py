@@ -33,7 +33,7 @@ FILE_RE = re.compile(r"^(server|controller|state-change)\.log(?:\.(\d{4}-\d{2}-\
 META_FILE = "kafka-logs.json"
 
 _RECORD_RE = re.compile(
-    r"^\[(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})[,.](\d{3})\]\s+"
+    r"^\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
     r"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(.*)$")
 #: the logger at the end of the pattern; a message may itself contain parentheses
 _LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)\)\s*$", re.S)
@@ -96,6 +96,17 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
     """Every record of one file; undecodable bytes are replaced, odd lines counted."""
     out: list[Record] = []
     cur: list | None = None     # [wall, level, message lines, line]
+    seconds: dict[str, float | None] = {}     # "yyyy-MM-dd HH:mm:ss" -> epoch seconds (a busy log repeats them)
+
+    def epoch(text: str) -> float | None:
+        if text not in seconds:
+            try:
+                d = datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                             int(text[17:19]), tzinfo=zone)
+                seconds[text] = d.timestamp()
+            except ValueError:
+                seconds[text] = None
+        return seconds[text]
 
     def flush() -> None:
         if cur is None:
@@ -127,15 +138,12 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
                     cur[2].append(line)
                 continue
             flush()
-            stats.records += 1
-            y, mo, d, h, mi, s, ms = (int(m.group(i)) for i in range(1, 8))
-            try:
-                wall = datetime(y, mo, d, h, mi, s, ms * 1000, tzinfo=zone).timestamp()
-            except ValueError:      # a torn or garbled timestamp: not a record
-                stats.records -= 1
+            sec = epoch(m.group(1))
+            if sec is None:         # a garbled timestamp: not a record
                 stats.orphan += 1
                 cur = None
                 continue
-            cur = [wall, m.group(8), [m.group(9)], n]
+            stats.records += 1
+            cur = [round(sec + int(m.group(2)) / 1000.0, 3), m.group(3), [m.group(4)], n]
     flush()
     return out

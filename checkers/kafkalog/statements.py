@@ -205,12 +205,15 @@ _CORRUPTION = re.compile(r"^Corruption found in segment (-?\d+), ?truncating to 
 # LogManager.loadLogs: "Completed load of {log} with {n} segments in {ms}ms (...)"; 3.6+ adds
 # ", local-log-start-offset {} and log-end-offset {}"; the log is UnifiedLog.toString
 _LOADED = re.compile(r"^Completed load of Log\(dir=([^,]+), (.*?)\) with (\d+) segments")
+# LogManager.loadLogs (3.4+): a broker starting; what it finds about a clean shutdown follows
+_LOADING = re.compile(r"^Loading logs from log dirs ")
 
 #: message starts that should have matched a pattern above: a failure to parse is "not understood"
 WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial RegisterBrokerRecord",
            "Replayed RegisterBrokerRecord", "Fencing broker", "Unfenced broker", "The request from broker",
            "Replayed FenceBrokerRecord", "Replayed UnfenceBrokerRecord", "Replayed BrokerRegistrationChangeRecord",
-           "Created partition", "Replayed PartitionRecord", "UNCLEAN partition change", "Rejecting AlterPartition",
+           "Created partition", "Replayed PartitionRecord", "UNCLEAN partition change", "partition change for",
+           "Rejecting AlterPartition",
            "Becoming the active controller", "Renouncing the leadership", "Leader ", "Follower ",
            "Skipped the become-", "ISR updated to", "Failed to alter partition", "Shrinking ISR",
            "Truncating partition", "Reset fetch offset", "Truncate fully", "Truncating to",
@@ -255,9 +258,16 @@ def _diff(body: str) -> dict[str, Any]:
     return new
 
 
+#: every statement above starts with one of these (after its log prefix): a cheap first test,
+#: since most of server.log is none of them
+_STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", "Loading logs from log dirs")
+
+
 def parse(message: str) -> Obs | None | bool:
     """The observation a message makes; None: not one of ours; False: ours but unparsable."""
     prefix, msg = strip_prefix(message)
+    if not msg.startswith(_STARTS):
+        return None
     m = _LOG_PREFIX.match(prefix) if prefix else None
     log_tp = _tp(m.group(1)) if m else None
     log_dir = m.group(2) if m else None
@@ -438,6 +448,8 @@ def _storage(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) ->
             return None
         return {"kind": "truncation", **tp, "from_offset": int(m.group(2)), "to_offset": int(m.group(3)),
                 "reason": "offset_out_of_range"}
+    if _LOADING.match(msg):
+        return {"kind": "log_start"}
     m = _DIR_UNCLEAN.match(msg)
     if m:
         return {"kind": "log_dir", "dir": m.group(1), "clean": False}

@@ -30,10 +30,10 @@ _WHERE = {"wall", "node", "role", "host", "source", "line", "candidates"}
 _EXTRA = {"controller_activated", "became_leader"}
 
 
-def _unpack_kraftsim(dest: Path) -> Path:
+def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:
     rd = dest / "kraftsim"
     rd.mkdir(parents=True)
-    with tarfile.open(FIXTURES / "kip903-off.tar.gz") as tf:
+    with tarfile.open(FIXTURES / f"{name}.tar.gz") as tf:
         tf.extractall(rd, filter="data")
     return rd
 
@@ -55,12 +55,22 @@ def _kraftsim_events(rd: Path) -> list[dict]:
 
 # ------------------------------------------------------------------ the KIP-903 run, event by event
 
-def test_kip903_events_from_kafka_logs_equal_kraftsims(tmp_path):
-    ks = _kraftsim_events(_unpack_kraftsim(tmp_path))
+#: what Kafka's logs of a run cannot state, per fixture (docs/kafka-logs.md, "What Kafka's logs cannot
+#: say"): the 4.x run has a partition left without a leader, seen only in its follower's line
+#: (no ISR), and a broker started on an emptied dir, whose LogManager says nothing of a clean shutdown
+_CANNOT = {"kip903-off": set(), "kip903-on": {("isr_changed", "isr"), ("broker_registered", "clean_shutdown")}}
+
+
+@pytest.mark.parametrize("name", ["kip903-off", "kip903-on"])
+def test_kip903_events_from_kafka_logs_equal_kraftsims(tmp_path, name):
+    """kip903-off as Kafka 3.4 logs it (the loss), kip903-on as Kafka 4.x logs it (KIP-903's
+    INELIGIBLE_REPLICA, the newer wordings)."""
+    ks = _kraftsim_events(_unpack_kraftsim(tmp_path, name))
     stats = kafkalog.Stats()
-    got = kafkalog.read_cluster_logs(KAFKA_RUN / "cluster-logs", stats=stats)
+    run = FIXTURES / "kafka-logs" / name
+    got = kafkalog.read_cluster_logs(run / "cluster-logs", stats=stats)
     assert stats.not_understood == 0 and stats.problems == [], stats
-    assert stats.other > 30                 # the noise lines were read and passed over
+    assert stats.other >= 5                 # the noise lines were read and passed over
     mine = [e for e in got if e["event"] not in _EXTRA]
     assert [e["event"] for e in mine] == [e["event"] for e in ks]
     compared = 0
@@ -80,17 +90,25 @@ def test_kip903_events_from_kafka_logs_equal_kraftsims(tmp_path):
             "recovery": ("log_end_offset", "recovery_point", "reason"),
             "broker_registered": ("broker", "broker_epoch", "clean_shutdown"),
             "broker_fenced": ("broker", "broker_epoch", "reason"), "broker_unfenced": ("broker", "broker_epoch")}
+    missing = set()
     for e in mine:
         for f in need.get(e["event"], ()):
-            assert e.get(f) is not None, (e["event"], f, e)
+            if e.get(f) is None:
+                missing.add((e["event"], f))
+    assert missing == _CANNOT[name]
     assert compared > 100
-    # the new leader's side of the fatal election: broker 2 took over with an empty log
-    bl = [e for e in got if e["event"] == "became_leader" and e["broker"] == 2]
-    assert bl and bl[0]["log_end_offset"] == 0 and bl[0]["leader_epoch"] == 1
+    if name == "kip903-off":
+        # the new leader's side of the fatal election: broker 2 took over with an empty log
+        bl = [e for e in got if e["event"] == "became_leader" and e["broker"] == 2]
+        assert bl and bl[0]["log_end_offset"] == 0 and bl[0]["leader_epoch"] == 1
+    else:
+        # KIP-903's reject: the controller's line and the leader's make one event with both halves
+        rej = [e for e in got if e["event"] == "alter_partition" and e["accepted"] is False]
+        assert [(e["error"], e["broker_epochs"], e["partition_epoch"]) for e in rej] == \
+            [("INELIGIBLE_REPLICA", {"1": 0, "2": 10}, 1)]
     # every event names the line it came from
     for e in got:
-        path = KAFKA_RUN.parent / e["source"].replace("cluster-logs/", "kip903-off/cluster-logs/", 1)
-        line = path.read_text().splitlines()[e["line"] - 1]
+        line = (run / e["source"]).read_text().splitlines()[e["line"] - 1]
         assert line.startswith("["), (e, line)
 
 
