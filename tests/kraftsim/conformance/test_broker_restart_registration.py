@@ -22,7 +22,8 @@ def test_restarted_leader_waits_for_registration(kraftsim_cluster):
     """Leader 1 of [1,2] is SIGKILLed and restarted at once, while the controller still holds its
     old session (3 s) and refuses the new incarnation (DUPLICATE_BROKER_REGISTRATION): broker 1's
     new incarnation writes no ``became_leader`` (and no truncation) before the controller's
-    ``broker_registered`` for it."""
+    ``broker_registered`` for it, and acknowledges no write before then (a producer keeps
+    writing to it throughout)."""
     c = kraftsim_cluster(brokers=2, settings={"broker.session.timeout.ms": 3000})
     create_topic(c.bootstrap, "r", assignment=[[1, 2]], min_isr=1)
     prod = TrackingProducer(f"{c.addr(1)[0]}:{c.addr(1)[1]}")
@@ -34,8 +35,18 @@ def test_restarted_leader_waits_for_registration(kraftsim_cluster):
     c.kill("broker-1")
     t0 = time.time()
     c.start_broker(1)
-    reg = c.wait_event(lambda e: e["event"] == "broker_registered" and e["broker"] == 1
-                       and e["broker_epoch"] > old, timeout=20, after=t0)
+    reg = None
+    i = 100
+    while reg is None and time.time() - t0 < 20:
+        prod.send("r", f"r{i}".encode(), partition=0)
+        i += 1
+        prod.p.poll(0.01)
+        reg = next((e for e in c.events() if e["event"] == "broker_registered" and e["broker"] == 1
+                    and e["broker_epoch"] > old), None)
+    assert reg is not None, "the restarted broker was never registered"
+    prod.flush(15)
+    early_acks = [v for v, t in prod.ack_time.items() if t0 <= t < reg["wall"]]
+    assert not early_acks, f"{len(early_acks)} writes acknowledged by the unregistered incarnation"
     time.sleep(1.0)
     early = [e for e in c.events("broker-1") if e["wall"] >= t0 and e["wall"] < reg["wall"]
              and e["event"] in ("became_leader", "truncation")]
