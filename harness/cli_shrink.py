@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
                out_file: Optional[Path] = typer.Option(None, "--out", help="the minimal campaign (default RUN/shrink/minimal.yaml)"),
                set_: list[str] = typer.Option([], "--set", help="override for every replay: dotted.key=value (repeatable)"),
                tail: float = typer.Option(5.0, "--tail", help="workload seconds after a candidate's last heal"),
+               simplify_: bool = typer.Option(True, "--simplify/--no-simplify",
+                                              help="after ddmin, try shorter, thinner and earlier steps"),
                progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr")) -> None:
         """Delta-debug a lossy run's faults down to a minimal campaign that still loses writes
         by the same mechanism; writes RUN/shrink/ (minimal.yaml, shrink.json, shrink.html)."""
@@ -67,7 +69,8 @@ def register(app: typer.Typer) -> None:
         prog = Progress()
         stop = threading.Event()
         sh = Shrinker(run_dir, ShrinkOptions(replays=replays, max_runs=max_runs, time_budget=time_budget,
-                                             out=out_file, overrides=list(set_), tail=tail),
+                                             out=out_file, overrides=list(set_), tail=tail,
+                                             simplify=simplify_),
                       progress=prog, stop_event=stop, say=lambda s: err.print(s, markup=False))
         fired = {"n": 0}
 

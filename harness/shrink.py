@@ -59,6 +59,7 @@ class ShrinkOptions:
     overrides: list[str] = field(default_factory=list)  # --set for every replay
     tail: float = 5.0                 # workload seconds after a candidate's last heal
     run_timeout: float = 900.0        # one replay, seconds
+    simplify: bool = True             # after ddmin, shorten / thin / move the steps earlier
 
 
 @dataclass
@@ -167,6 +168,9 @@ class Shrinker:
         else:
             if not (self.run_dir / "history").is_dir():
                 raise Refused(f"{self.run_dir}: no history/ to judge (the run did not get to its workload)")
+            if acked_missing(self.run_dir) == 0:   # the drain read back every acknowledged write
+                raise Refused(f"{self.run_dir}: refusing to shrink a run that lost no acknowledged writes "
+                              "(its final drain read back every acknowledged write)")
             self.progress.phase = "judging the source run"
             verdict = self.judge.verdict(self.run_dir, expect=None)
         mech = mechanisms(verdict)
@@ -391,8 +395,9 @@ class Shrinker:
             self.progress.phase = "ddmin"
             self.best = ddmin(self.best, self.test, on_best=self._on_best)
             self.progress.best = len(self.best)
-            self.progress.phase = "simplifying steps"
-            self.best = simplify(self.best, self.test, on_best=self._on_best)
+            if self.opts.simplify:
+                self.progress.phase = "simplifying steps"
+                self.best = simplify(self.best, self.test, on_best=self._on_best)
         except Exhausted:
             exhausted = True
         if not exhausted:
@@ -442,13 +447,14 @@ class Shrinker:
             f"  {len(self.src.steps)} fault steps -> {len(self.best)}; {k} of {n} replays of this schedule lost "
             f"acknowledged writes by {self.wanted}" + (" (search stopped by its budget)" if exhausted else ""),
             f"  mechanism: {self.wanted}; {len(self.outcomes)} candidates, {self.runs} replays this invocation",
-            f"  replay: faultline run {self.out.name}",
+            f"  replay: faultline run {self.out}",
         ]
         doc = candidate_campaign(self.src, self.best, tail=self.opts.tail, name=f"{self.src.campaign.get('name', 'run')}-minimal")
         from harness.campaign import apply_overrides
         apply_overrides(doc, list(self.opts.overrides))
-        doc["description"] = (f"shrunk from {self.src.run.get('run_id') or self.run_dir.name}: "
-                              f"loses acknowledged writes by {self.wanted}")
+        doc = {"name": doc.pop("name"),
+               "description": f"shrunk from {self.src.run.get('run_id') or self.run_dir.name}: "
+                              f"loses acknowledged writes by {self.wanted}", **doc}
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(campaign_yaml(doc, header), encoding="utf-8")
         wall = round(time.monotonic() - self.started, 1)

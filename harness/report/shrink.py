@@ -18,7 +18,7 @@ COLOURS = {"kill": "#c0392b", "pause": "#8e44ad", "restart": "#2980b9", "reboot"
 LANE_H, BAR_H, LEFT, WIDTH = 26, 16, 90, 1100
 
 
-def _bars(steps: list[Any], y0: float, scale: float) -> list[dict[str, Any]]:
+def _bars(steps: list[Any], y0: float, scale: float, kept: set[str] | None = None) -> list[dict[str, Any]]:
     """One bar per step, stacked in sub-lanes so overlapping faults stay readable."""
     ends: list[float] = []
     bars = []
@@ -30,14 +30,16 @@ def _bars(steps: list[Any], y0: float, scale: float) -> list[dict[str, Any]]:
         ends[lane] = s.end
         bars.append({"x": LEFT + s.at * scale, "w": max(2.0, s.duration * scale), "y": y0 + lane * (BAR_H + 3),
                      "colour": COLOURS.get(s.fault, "#555"), "label": f"{s.fault} {'+'.join(s.target)}",
-                     "title": s.label(), "hosts": ", ".join(s.hosts)})
+                     "title": s.label(), "hosts": ", ".join(s.hosts),
+                     "kept": kept is None or s.source_id in kept})
     return bars
 
 
 def layout(original: list[Any], minimal: list[Any]) -> dict[str, Any]:
     span = max([s.end for s in [*original, *minimal]] + [1.0])
     scale = (WIDTH - LEFT - 20) / span
-    orig = _bars(original, 30, scale)
+    # the original steps the minimal schedule kept (moved or shortened, still the same fault)
+    orig = _bars(original, 30, scale, {s.source_id for s in minimal if s.source_id})
     lanes_o = 1 + max((int((b["y"] - 30) // (BAR_H + 3)) for b in orig), default=0)
     y_min = 30 + lanes_o * (BAR_H + 3) + 24
     mini = _bars(minimal, y_min, scale)

@@ -16,13 +16,16 @@ Short workloads and K=1 during tests (each replay is a real cluster run); the fi
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.shrink_judge import Judge, acked_missing, mechanisms
-from tests.harness.clirun import REPO, faultline, force_cleanup, pids_matching
+from tests.harness.clirun import REPO, faultline, force_cleanup, pids_matching, spawn, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +66,7 @@ def env(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def lossy_run(env) -> Path:
     """A real seeded random run that lost acknowledged writes (the final drain misses some)."""
-    for seed in (7, 8, 9):
+    for seed in (8, 7, 9):
         r = faultline(["run", str(env["campaign"]), "--seed", str(seed), "--results-dir", str(env["results"]),
                        "--no-progress", "--no-check"], env["state"], timeout=300)
         assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-2000:]}"
@@ -78,9 +81,12 @@ def _starts(campaign: Path) -> list[dict]:
     return [s for s in doc["nemesis"]["steps"] if "start" in s]
 
 
+@pytest.mark.timeout(1800)
 def test_shrink_real_random_loss_and_the_minimal_campaign_reproduces(env, lossy_run: Path) -> None:
+    """ddmin only (``--no-simplify``: the unit tests cover simplification; each of its
+    candidates is another real replay here)."""
     out = env["root"] / "minimal.yaml"
-    r = faultline(["shrink", str(lossy_run), "--replays", "1", "--out", str(out), "--no-progress"],
+    r = faultline(["shrink", str(lossy_run), "--replays", "1", "--no-simplify", "--out", str(out), "--no-progress"],
                   env["state"], timeout=1800)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
     assert _last_dir(r.stdout) == out and out.exists()
@@ -113,6 +119,33 @@ def test_shrink_real_random_loss_and_the_minimal_campaign_reproduces(env, lossy_
     finally:
         judge.close()
     assert sum(1 for m in got if mech in m) >= 4, got
+
+
+def test_interrupted_shrink_stops_its_replay_heals_and_says_how_to_resume(env, lossy_run: Path) -> None:
+    """SIGINT while a replay's cluster runs: the replay is stopped (its run loop heals), the
+    ledger is healed, exit 3 with the resume hint; nothing of the replay is left running.
+    ``--tail 4`` makes the candidates new ones (another replay configuration), so a replay
+    really starts even after the shrink above decided this run's candidates."""
+    log = env["root"] / "interrupt.log"
+    replays = lossy_run / "shrink" / "replays"
+    p = spawn(["shrink", str(lossy_run), "--replays", "1", "--tail", "4", "--no-progress"], env["state"], log)
+    try:
+        before = set(replays.iterdir()) if replays.exists() else set()
+        new = wait_for(lambda: [d for d in replays.iterdir() if d not in before and (d / "cluster").exists()]
+                       if replays.exists() else [], 240, "a replay's cluster")
+        wait_for(lambda: pids_matching(str(new[0])), 60, "the replay's brokers")
+        time.sleep(3)
+        os.killpg(p.pid, signal.SIGINT)
+        rc = p.wait(timeout=240)
+        text = log.read_text()
+        assert rc == 3, text[-2000:]
+        assert "interrupted" in text and "resumes" in text, text[-2000:]
+        assert pids_matching(str(new[0])) == []
+        h = faultline(["heal"], env["state"], timeout=120)
+        assert "0 healed, 0 failed" in h.stdout, h.stdout + h.stderr
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
 
 
 def test_refuses_a_random_run_that_lost_nothing(env) -> None:
