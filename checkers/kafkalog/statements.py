@@ -1,8 +1,8 @@
 """Kafka's log statements that carry cluster state, as patterns: one record -> one observation.
 
 Every pattern names the Kafka source file and method whose statement it reads, and the
-versions whose wording it matches (the project's Kafka mirror, tags 3.4.0 to 3.8.0 and trunk
-of late 2024). Where a statement's wording changed, each wording has its own pattern. A record
+versions whose wording it matches (the project's Kafka mirror: tags 3.4.0 to 3.8.0, the 3.9
+branch, trunk of late 2024 that became 4.0). Where a statement's wording changed, each wording has its own pattern. A record
 that matches none is not an error: most of Kafka's log is of no interest here (counted as
 ``other``). A record that starts like one of these statements but whose fields do not parse
 is counted as ``not_understood`` - that is what a new Kafka wording looks like.
@@ -115,7 +115,7 @@ _FENCE_TIMEOUT = re.compile(r"^Fencing broker (\d+) because its session has time
 # BrokerHeartbeatManager.calculateNextBrokerState (3.4+): a controlled shutdown fences the broker
 _FENCE_SHUTDOWN = re.compile(r"^Unfenced broker (\d+) has requested and been granted "
                              r"(a controlled shutdown|an immediate shutdown|fencing)\.?$")
-# BrokerHeartbeatManager.calculateNextBrokerState: "it's" up to 3.5, "its" after
+# BrokerHeartbeatManager.calculateNextBrokerState: "it's" in 3.4, "its" from 3.5
 _UNFENCE = re.compile(r"^The request from broker (\d+) to unfence has been granted because it has caught up "
                       r"with the offset of it'?s register broker record (-?\d+)\.$")
 # ClusterControlManager.replay(FenceBrokerRecord|UnfenceBrokerRecord|BrokerRegistrationChangeRecord), 3.6+
@@ -155,15 +155,15 @@ ERROR_CODES = {"UNKNOWN_TOPIC_OR_PARTITION": 3, "NOT_CONTROLLER": 41, "INVALID_R
                "NEW_LEADER_ELECTED": 108}
 
 # QuorumController.QuorumMetaLogListener.handleLeaderChange: 3.4 "... committed offset {}, committed
-# epoch {}", 3.6+ "... next write offset {}."; and the renounce warning (all versions)
+# epoch {}" (3.4-3.5), "... next write offset {}." (3.6+); and the renounce warning (all versions)
 _ACTIVE = re.compile(r"^Becoming the active controller at epoch (\d+)")
 _RENOUNCE = re.compile(r"^Renouncing the leadership due to a metadata log event\. We were the leader at epoch (\d+), "
                        r"but in the new epoch (\d+), the leader is (\S+?)\.")
 
 # ------------------------------------------------------------------------------ broker
 
-# Partition.makeLeader (state.change.logger): 3.4-3.6 "... Previous leader epoch was {}.",
-# 3.7+ "... removing replicas [] (under-min-isr). Previous leader {} and previous leader epoch was {}."
+# Partition.makeLeader (state.change.logger): 3.4-3.5 "... Previous leader epoch was {}.", 3.5+ an
+# "(under-min-isr)" slot after the replicas, 3.6+ "Previous leader {} and previous leader epoch was {}."
 _LEADER = re.compile(
     r"^Leader (\S+) with topic id (\S+) starts at leader epoch (-?\d+) from offset (-?\d+) with partition epoch "
     r"(-?\d+), high watermark (-?\d+), ISR \[([^\]]*)\], adding replicas \[[^\]]*\] and removing replicas "
@@ -177,7 +177,7 @@ _FOLLOWER = re.compile(
 _SKIPPED = re.compile(
     r"^Skipped the become-(leader|follower) state change for (\S+) with topic id (\S+) and partition state "
     r"LeaderAndIsrPartitionState\(([^)]*)\) since (it is already (?:the|a) (?:leader|follower)|the (?:leader|follower) is already at a newer)")
-# Partition.handleAlterPartitionUpdate (3.4+; 3.7+ may insert "(under-min-isr)")
+# Partition.handleAlterPartitionUpdate (3.4+; from 3.5 an "(under-min-isr)" slot before "and")
 _ISR_UPDATED = re.compile(r"^ISR updated to ([\d,]*)\s*(\(under-min-isr\))?\s*and version updated to (-?\d+)$")
 # Partition.handleAlterPartitionError: INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED at INFO, others DEBUG
 _ALTER_FAILED = re.compile(r"^Failed to alter partition to (.*) since the controller rejected the request with (\w+)\.", re.S)
@@ -196,10 +196,11 @@ _LOG_PREFIX = re.compile(r"^\[(?:UnifiedLog|Log|LogLoader) partition=(\S+), dir=
 _TRUNCATE = re.compile(r"^Truncating to offset (-?\d+)$")
 _TRUNCATE_NOOP = re.compile(r"^Truncating to (-?\d+) has no effect as the largest offset in the log is (-?\d+)$")
 # LogManager.loadLogs: 3.4 "Attempting recovery for all logs in {} since no clean shutdown file was found",
-# 3.6+ "Recovering {n} logs from {} since no clean shutdown file was found" (and the clean forms)
+# 3.5+ "Recovering {n} logs from {} since no clean shutdown file was found" (and the clean forms)
 _DIR_UNCLEAN = re.compile(r"^(?:Attempting recovery for all logs in|Recovering \d+ logs from) (\S+) since no clean shutdown file was found")
 _DIR_CLEAN = re.compile(r"^Skipping recovery (?:for all logs in|of \d+ logs from) (\S+) since clean shutdown file was found")
-# LogLoader.recoverLog (3.4 Scala, 3.7+ Java): the segments recovered and a corruption cut
+# LogLoader.recoverLog (Scala to 3.9, Java in 4.0 where "{}/{}" became one integer division): the
+# segments recovered and a corruption cut
 _RECOVERING = re.compile(r"^Recovering unflushed segment (-?\d+)\. \S+ recovered for (\S+)\.$")
 _CORRUPTION = re.compile(r"^Corruption found in segment (-?\d+), ?truncating to offset (-?\d+)")
 # LogManager.loadLogs: "Completed load of {log} with {n} segments in {ms}ms (...)"; 3.6+ adds

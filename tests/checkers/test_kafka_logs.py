@@ -137,7 +137,7 @@ WORDINGS = [
      {"kind": "fence", "broker": 2, "broker_epoch": 42}),
     ("[QuorumController id=3000] Replayed FenceBrokerRecord modifying the registration for broker 2: "
      "FenceBrokerRecord(id=2, epoch=42)", {"kind": "fence", "broker": 2, "broker_epoch": 42}),
-    # BrokerHeartbeatManager: "its" from 3.6, "it's" before
+    # BrokerHeartbeatManager: "its" from 3.5, "it's" in 3.4
     ("[QuorumController id=3000] The request from broker 2 to unfence has been granted because it has caught up with "
      "the offset of its register broker record 42.", {"kind": "unfence", "broker": 2}),
     ("[QuorumController id=3000] Unfenced broker 2 has requested and been granted a controlled shutdown.",
@@ -176,7 +176,7 @@ WORDINGS = [
     ("[QuorumController id=3001] Renouncing the leadership due to a metadata log event. We were the leader at epoch 7, "
      "but in the new epoch 8, the leader is 3002. Reverting to last stable offset 1200.",
      {"kind": "controller_renounced", "controller_epoch": 7, "new_controller": 3002}),
-    # Partition.makeLeader: 3.7+ wording (under-min-isr, previous leader) and the one without the flag
+    # Partition.makeLeader: 3.6+ wording (under-min-isr, previous leader) and the one without the flag
     (f"[Broker id=1] Leader foo-0 with topic id Some({_TID}) starts at leader epoch 5 from offset 100 with partition "
      "epoch 9, high watermark 90, ISR [1], adding replicas [] and removing replicas [] (under-min-isr). Previous leader "
      "Some(3) and previous leader epoch was 4.",
@@ -187,7 +187,7 @@ WORDINGS = [
     ("[Broker id=2] Follower foo-0 starts at leader epoch 5 from offset 80 with partition epoch 9 and high watermark "
      "70. Current leader is 1. Previous leader Some(1) and previous leader epoch was 5.",
      {"kind": "became_follower", "leader": 1, "leader_epoch": 5, "log_end_offset": 80}),
-    # Partition.handleAlterPartitionUpdate: 3.7+ puts "(under-min-isr)" or an extra space before "and"
+    # Partition.handleAlterPartitionUpdate: 3.5+ puts "(under-min-isr)" or an extra space before "and"
     ("[Partition foo-0 broker=1] ISR updated to 1  and version updated to 7",
      {"kind": "alter_accepted", "isr": [1], "partition_epoch": 7}),
     ("[Partition foo-0 broker=1] ISR updated to 1 (under-min-isr) and version updated to 7",
@@ -208,14 +208,14 @@ WORDINGS = [
      "leaderRecoveryState=RECOVERED)) since the controller rejected the request with INELIGIBLE_REPLICA. Partition "
      "state has been reset to the latest committed state CommittedPartitionState(isr=Set(1), leaderRecoveryState=RECOVERED).",
      {"kind": "alter_failed", "new_isr": [1, 2], "partition_epoch": 1}),
-    # LogManager.loadLogs: 3.6+ wordings
+    # LogManager.loadLogs: 3.5+ wordings (the load summary's offsets: 3.6+)
     ("Recovering 3 logs from /data since no clean shutdown file was found", {"kind": "log_dir", "clean": False}),
     ("Skipping recovery of 3 logs from /data since clean shutdown file was found", {"kind": "log_dir", "clean": True}),
     (f"Completed load of Log(dir=/data/foo-0, topicId={_TID}, topic=foo, partition=0, highWatermark=5, "
      "lastStableOffset=5, logStartOffset=0, logEndOffset=9) with 1 segments, local-log-start-offset 0 and "
      "log-end-offset 9 in 12ms (1/1 completed in /data)",
      {"kind": "log_loaded", "topic": "foo", "partition": 0, "log_end_offset": 9, "log_start_offset": 0}),
-    # LogLoader (Java, 3.7+): integer division prints one number
+    # LogLoader (Java, 4.0): integer division prints one number
     ("[LogLoader partition=foo-0, dir=/data] Recovering unflushed segment 0. 0 recovered for foo-0.",
      {"kind": "recovering", "segment": 0}),
     ("[LogLoader partition=foo-0, dir=/data] Corruption found in segment 0, truncating to offset 57",
