@@ -417,9 +417,14 @@ class Controller:
                 return ErrorCode.invalid_config, "min.insync.replicas must be an integer"
         if t.assignments:
             assignment = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in t.assignments}
-            for reps in assignment.values():
+            for p, reps in sorted(assignment.items()):
                 if any(b not in self.image.brokers for b in reps):
                     return ErrorCode.invalid_replica_assignment, "unknown broker in assignment"
+                # ReplicationControlManager.createTopic: the ISR is the active replicas, never empty
+                if not any(self._eligible(b) for b in reps):
+                    return ErrorCode.invalid_replica_assignment, (
+                        f"All brokers specified in the manual partition assignment for partition {p} "
+                        "are fenced or in controlled shutdown.")
         else:
             n = int(t.num_partitions) if int(t.num_partitions) > 0 else int(self.cfg["num.partitions"])
             rf = int(t.replication_factor) if int(t.replication_factor) > 0 else int(self.cfg["default.replication.factor"])
@@ -433,9 +438,9 @@ class Controller:
         self.append(recs)
         precs = []
         for p, reps in sorted(assignment.items()):
+            # buildPartitionRegistration: ISR = the active replicas, leader = the first of them
             isr = [r for r in reps if self._eligible(r)]
-            leader = isr[0] if isr else NO_LEADER
-            ps = PartitionState(topic=name, partition=p, replicas=reps, isr=isr or list(reps), leader=leader,
+            ps = PartitionState(topic=name, partition=p, replicas=reps, isr=isr, leader=isr[0],
                                 leader_epoch=0, partition_epoch=0)
             precs.append(self._commit_partition(None, ps, "initial"))
         self.append(precs)

@@ -139,3 +139,28 @@ def test_replication_control_effective_min_isr_is_capped_at_replication_factor(t
     # ISR back at RF = effective min ISR: ELR cleared, and no ELR while at RF
     assert alter(c, 1, [1, 2, 3])[1].name == "none"
     assert part(c).elr == [] and part(c).last_known_elr == []
+
+
+def test_replication_control_create_topic_isr_is_the_active_replicas(tmp_path):
+    """ReplicationControlManager.createTopic / buildPartitionRegistration: with a manual assignment
+    the ISR is the active (unfenced, not shutting down) replicas and the leader the first of them;
+    when none is active, INVALID_REPLICA_ASSIGNMENT (ReplicationControlManagerTest
+    .testCreatePartitionsFailsWithManualAssignmentWithAllFenced)."""
+    from kio.index import load_request_schema
+    from kraftsim.wire import build
+
+    from tests.kraftsim.conformance.controller_harness import PEER, run
+    c = controller(tmp_path)
+    brokers(c, 1, 2, 3)
+    c.fence(1, "session_timeout")
+    create(c, [1, 2, 3])
+    ps = part(c)
+    assert ps.isr == [2, 3] and ps.leader == 2
+    c.fence(2, "session_timeout")
+    c.fence(3, "session_timeout")
+    req = build(load_request_schema(19, 7), {"topics": [{"name": "bar", "num_partitions": -1, "replication_factor": -1,
+                                                         "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                                                         "configs": []}]})
+    resp = run(c.h_create_topics(None, req, PEER))
+    assert resp.topics[0].error_code.name == "invalid_replica_assignment"
+    assert "bar" not in c.image.topics
