@@ -1,0 +1,143 @@
+"""How a broker reaches the active controller — Kafka's NodeToControllerChannelManager.
+
+Why it exists: with a controller quorum only the active controller serves BrokerRegistration,
+BrokerHeartbeat, AlterPartition, CreateTopics and the metadata Fetch; the others answer
+NOT_CONTROLLER (or NOT_LEADER_OR_FOLLOWER with the current leader, for Fetch). A Kafka broker
+keeps one connection per channel (lifecycle, alter-partition, forwarding; the raft client for
+metadata) and each channel's ControllerRequestThread, on NOT_CONTROLLER or a lost connection,
+forgets the active controller and sends the same request again once it knows a new one
+(NodeToControllerRequestThread.handleResponse / onControllerChange). The active controller is
+learned from the metadata quorum: the leader id in a Fetch answer, mapped to an address by
+``controller.quorum.voters``; without a hint the next voter is tried.
+
+``QuorumClient`` has ``wire.Client``'s interface (``request``, ``close``, ``connected``), so a
+broker channel swaps one for the other; every channel keeps its own TCP connection bound to the
+broker's address, so a relay or an iptables rule still sees each channel apart. With a single
+controller address (one controller, or a relay in front of it) it is a plain Client.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kraftsim.wire import Client
+
+RETRY_BACKOFF_S = 0.05
+
+
+class ControllerLocator:
+    """The broker's idea of where the active controller is, shared by all its channels."""
+
+    def __init__(self, voters: dict[int, tuple[str, int]] | None, bootstrap: list[tuple[str, int]]):
+        self.voters = dict(voters or {})
+        self.addresses: list[tuple[str, int]] = list(self.voters.values()) or list(bootstrap)
+        if not self.addresses:
+            raise ValueError("no controller address (controller.quorum.voters / bootstrap.servers)")
+        self.current = 0
+        self.leader_id = -1
+        self.leader_epoch = -1
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "ControllerLocator":
+        voters = cfg.values.get("controller.quorum.voters") if hasattr(cfg, "values") else None
+        boot = cfg["controller.quorum.bootstrap.servers"]
+        bootstrap = boot if isinstance(boot, list) else [boot] if boot else []
+        return cls(voters if isinstance(voters, dict) else None, bootstrap)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.addresses[self.current]
+
+    def leader_hint(self, leader_id: int, epoch: int) -> bool:
+        """A Fetch answer named the leader of ``epoch``: use its address. True if it moved us."""
+        if leader_id < 0 or leader_id not in self.voters or epoch < self.leader_epoch:
+            return False
+        self.leader_id, self.leader_epoch = leader_id, epoch
+        idx = self.addresses.index(self.voters[leader_id])
+        moved = idx != self.current
+        self.current = idx
+        return moved
+
+    def failed(self, address: tuple[str, int]) -> None:
+        """The controller at ``address`` is not (or no longer) reachable or active: try the next."""
+        if len(self.addresses) > 1 and self.addresses[self.current] == address:
+            self.current = (self.current + 1) % len(self.addresses)
+            self.leader_id = -1
+
+
+def not_controller(resp: Any) -> tuple[bool, int, int]:
+    """(answered by a non-active controller?, leader hint, its epoch) for any controller API."""
+    code = getattr(resp, "error_code", None)
+    if code == ErrorCode.not_controller:
+        return True, -1, -1
+    for t in getattr(resp, "topics", ()) or ():  # CreateTopics: per-topic errors
+        if getattr(t, "error_code", None) == ErrorCode.not_controller:
+            return True, -1, -1
+    for t in getattr(resp, "responses", ()) or ():  # Fetch of __cluster_metadata
+        for p in t.partitions:
+            cl = getattr(p, "current_leader", None)
+            if p.error_code == ErrorCode.not_leader_or_follower:
+                return True, int(cl.leader_id) if cl else -1, int(cl.leader_epoch) if cl else -1
+            if cl is not None and int(cl.leader_id) >= 0:
+                return False, int(cl.leader_id), int(cl.leader_epoch)
+    return False, -1, -1
+
+
+class QuorumClient:
+    """One broker channel to whichever controller is active (see module docstring)."""
+
+    def __init__(self, locator: ControllerLocator, client_id: str, local_host: str | None = None):
+        self.locator = locator
+        self.client_id = client_id
+        self.local_host = local_host
+        self.client: Client | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.client is not None and self.client.connected
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        self.client = None
+
+    def _client(self) -> Client:
+        host, port = self.locator.address
+        if self.client is not None and (self.client.host, self.client.port) != (host, port):
+            self.close()
+        if self.client is None:
+            self.client = Client(host, port, self.client_id, local_host=self.local_host)
+        return self.client
+
+    async def request(self, req: Any, timeout: float = 10.0) -> Any:
+        """Send ``req`` to the active controller, following NOT_CONTROLLER and lost connections
+        to another controller until ``timeout``; a timeout or the last error is raised as
+        ``wire.Client.request`` raises it, and the last NOT_CONTROLLER answer is returned."""
+        deadline = time.monotonic() + timeout
+        while True:
+            c = self._client()
+            address = (c.host, c.port)
+            left = deadline - time.monotonic()
+            try:
+                resp = await c.request(req, timeout=max(0.05, left))
+            except (OSError, ConnectionError, asyncio.TimeoutError):
+                self.close()
+                self.locator.failed(address)
+                if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
+                    raise
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            refused, leader, epoch = not_controller(resp)
+            hinted = leader >= 0 and leader in self.locator.voters
+            if hinted:
+                self.locator.leader_hint(leader, epoch)
+            if not refused:
+                return resp
+            if not hinted:
+                self.locator.failed(address)  # no hint: ask the next controller
+            if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
+                return resp
+            await asyncio.sleep(RETRY_BACKOFF_S)
