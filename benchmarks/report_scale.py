@@ -133,7 +133,7 @@ def build(root: Path, ops: int, partitions: int, rate: float, lost: int, seed: i
                           "offset_mismatch": 0, "nonmonotonic_send": 0, "send_skip": 0,
                           "realtime_offset_regression": 0, "nonmonotonic_poll": 0, "poll_skip": 0,
                           "failed_write_visible": 0, "failed_write_visible_allowed": 0},
-               "examples": {}, "lost_writes_by_partition": {f"{TOPIC}-{p}": int(n) for p, n in by_part.items()},
+               "examples": {}, "lost_writes_by_partition": {f"{TOPIC}@{p}": int(n) for p, n in by_part.items()},
                "attribution": []}
     (d / "verdict.json").write_text(json.dumps(verdict))
     return d

@@ -1,9 +1,11 @@
 """The ``faultline`` command line (typer + rich).
 
-Exit codes (issue 4): 0 the verdict was the expected one, 1 it was not (e.g. loss where
-none was expected), 2 usage or configuration error (one line on stderr, never a
-traceback), 3 infrastructure failure (target unreachable, cluster did not start, checker
-could not run, interrupted). ``run`` prints the run directory as its last line on stdout;
+Exit codes: 0 the verdict was the expected one, 1 it was not (e.g. loss where none was
+expected), 2 usage or configuration error, or a run directory the checker cannot read (one
+line on stderr, never a traceback), 3 infrastructure failure (target unreachable, cluster did
+not start, checker could not run, interrupted), 4 inconclusive (``check``/``run``: no
+acknowledged write, or a partition never read completely - nothing was proven either way).
+``run`` prints the run directory as its last line on stdout;
 progress goes to stderr so scripts can take ``| tail -1``. ``run --no-check`` writes no verdict:
 its 0 means only "the run completed" (the verdict comes from ``faultline check RUN`` later).
 """
@@ -182,21 +184,29 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
         from checkers.job import check_run
     except Exception as e:  # noqa: BLE001
         raise Exit(EXIT_INFRA, f"checker unavailable: {_one_line(e)}") from None
+    from checkers.load import CheckerInputError
+    from checkers.verdict import exit_code
     from harness.runner import stderr_to
     try:
         with stderr_to(rd / "checker.log"):
             v = check_run(rd, spark_master=spark_master, expect=expect)
+    except CheckerInputError as e:   # unreadable input: the checker's own one line (file, field, want)
+        raise Exit(EXIT_CONFIG, _one_line(e)) from None
     except (ValueError, FileNotFoundError) as e:
         raise Exit(EXIT_CONFIG, f"{rd}: {_one_line(e)}") from None
     except Exception as e:  # noqa: BLE001
         raise Exit(EXIT_INFRA, f"{rd}: checker failed: {_one_line(e)}") from None
     counts = v.get("counts") or {}
     nonzero = ", ".join(f"{k}={n}" for k, n in counts.items() if n)
-    out.print(f"valid: {str(bool(v.get('valid'))).lower()}  expected: {v.get('expected')}  "
+    out.print(f"outcome: {v.get('outcome')}  valid: {str(bool(v.get('valid'))).lower()}  expected: {v.get('expected')}  "
               f"as_expected: {str(bool(v.get('as_expected'))).lower()}  acked_writes: {v.get('acked_writes')}  "
-              f"anomalies: {nonzero or 'none'}")
+              f"incidents: {v.get('incidents')}  anomalies: {nonzero or 'none'}", markup=False)
+    for why in v.get("inconclusive_because") or []:
+        out.print(f"inconclusive: {why}", markup=False)
+    for s in v.get("stories") or []:
+        out.print(f"{s['topic']}@{s['partition']}: {s['mechanism']} - {s['lost']['count']} lost", markup=False)
     out.print(str(rd / "verdict.json"))
-    raise Exit(EXIT_OK if v.get("as_expected") else EXIT_UNEXPECTED)
+    raise Exit(exit_code(v))
 
 
 @app.command()

@@ -45,16 +45,18 @@ def error_name(code: Any, given: Any = None) -> str:
 
 
 def pkey(topic: Any, partition: Any) -> str:
-    """The ``topic-p`` key the verdict uses for partitions."""
+    """The ``topic@partition`` key the verdict uses for partitions (checkers/verdict.py pkey):
+    ``@`` cannot occur in a Kafka topic name, so a topic with dashes and digits stays apart
+    from its partition number."""
     try:
-        return f"{topic}-{int(partition)}"
+        return f"{topic}@{int(partition)}"
     except (TypeError, ValueError):
-        return f"{topic}-{partition}"
+        return f"{topic}@{partition}"
 
 
 def pkey_order(key: str) -> tuple[str, int, str]:
-    """Sort ``topic-p`` keys naturally: faultline-2 before faultline-10."""
-    topic, _, p = str(key).rpartition("-")
+    """Sort ``topic@p`` keys naturally: faultline@2 before faultline@10."""
+    topic, _, p = str(key).rpartition("@")
     return (topic, int(p), "") if p.isdigit() else (str(key), -1, "")
 
 

@@ -45,6 +45,8 @@ def _row(run_dir: Path) -> dict[str, Any]:
             row["verdict"] = ("loss" if lost else "no loss") + \
                 ("" if as_exp is None else (" (as expected)" if as_exp else " — UNEXPECTED"))
             row["state"] = "unknown" if as_exp is None else ("expected" if as_exp else "unexpected")
+            if v.get("outcome") == "inconclusive":   # too little evidence: neither a pass nor a failure
+                row["verdict"], row["state"] = ("loss" if lost else "no loss") + " — INCONCLUSIVE", "unknown"
             row["expect"] = v.get("expected") or row["expect"]
     except ReportInputError as e:
         row["problem"] = str(e)

@@ -115,7 +115,11 @@ def _validate_verdict(path: Path, v: dict[str, Any]) -> None:
     for name, rows in (v.get("examples") or {}).items():
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ReportInputError(path, f"examples.{name}", "a list of row objects")
-    _check(path, v, "lost_writes_by_partition", (dict,), "an object of 'topic-p' -> integer")
+    _check(path, v, "lost_writes_by_partition", (dict,), "an object of 'topic@partition' -> integer")
+    _check(path, v, "stories", (list,), "a list of loss stories (docs/verdict-format.md)")
+    for i, st in enumerate(v.get("stories") or []):
+        if not isinstance(st, dict) or not isinstance(st.get("sentences"), list):
+            raise ReportInputError(path, f"stories[{i}]", "an object with a 'sentences' list")
     _check(path, v, "attribution", (list,), "a list of per-lost-write summaries")
 
 

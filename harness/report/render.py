@@ -5,10 +5,13 @@ nightly results on machines without network; so no CDN, no scripts, no external 
 plots are inline SVG, styles inline. Big evidence stays in the checker's CSVs beside the
 report and is linked, never inlined (a 10 M-op run must still give a page of a few MB).
 
-Top to bottom (issue 7): verdict banner; timeline (faults, throughput, ack latency, leaders,
-ISR, AlterPartition, lost writes at ack time); lost writes per partition with attribution;
+Top to bottom: verdict banner; lost writes - first the loss story of each partition (what
+happened, in order, and the Kafka rule that let it through: checkers/stories.py), then per
+partition the writes, each with its mechanism and the raw evidence folded; the timeline
+(faults, throughput, ack latency, leaders, ISR, AlterPartition, lost writes at ack time);
 every other anomaly; availability; leader choices per election (seed 004); the events; how
-to re-run.
+to re-run. The story comes before the timeline so a reviewer's first screen says what
+happened.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ ANOMALY_TEXT: dict[str, str] = {
     "duplicate": "One value at more than one offset.",
     "offset_mismatch": "An acknowledged send whose acknowledged offset holds another value in the reads.",
     "nonmonotonic_send": "One producer's successive acknowledged sends to a partition went backwards.",
-    "send_skip": "One producer's successive acknowledged sends skipped offsets holding its own other values.",
+    "send_skip": "Between two successive acknowledged sends of one producer lie its own other values, sent before or after them (acknowledged or not): the log reordered its writes.",
     "realtime_offset_regression": "A send acknowledged at or below an offset already acknowledged or read before it was invoked (seed 003 §2.7).",
     "nonmonotonic_poll": "One consumer's successive reads of a partition went backwards.",
     "poll_skip": "One consumer's successive reads of a partition skipped offsets that others saw.",
@@ -64,7 +67,12 @@ def expectation(data: RunData) -> dict[str, Any]:
     as_expected = v.get("as_expected")
     if as_expected is None and lost is not None and expect in ("no-loss", "loss"):
         as_expected = (lost == 0) == (expect == "no-loss")
+    outcome = v.get("outcome")
+    if outcome not in ("as_expected", "unexpected", "inconclusive"):
+        outcome = None if as_expected is None else ("as_expected" if as_expected else "unexpected")
     return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
+            "outcome": outcome, "inconclusive_because": [str(x) for x in v.get("inconclusive_because") or []],
+            "incidents": v.get("incidents"),
             "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
             "counts": counts, "history_records": v.get("history_records"),
             "checker": v.get("checker") if isinstance(v.get("checker"), dict) else {}}
@@ -107,6 +115,23 @@ def _anomaly_sections(data: RunData) -> list[dict[str, Any]]:
     return out
 
 
+def _story_view(st: dict[str, Any]) -> dict[str, Any]:
+    """One loss story (verdict.json ``stories``, checkers/stories.py) as the page shows it: the
+    sentences in order, the mechanism, and each step's event reference for the evidence list."""
+    steps = []
+    for x in st.get("steps") or []:
+        if not isinstance(x, dict):
+            continue
+        ref = x.get("event") if isinstance(x.get("event"), dict) else {}
+        where = f"{ref.get('source')}:{ref.get('line')}" if ref.get("source") and ref.get("line") else (ref.get("source") or "")
+        steps.append({"t": x.get("t"), "kind": x.get("kind"), "text": x.get("text"), "where": where})
+    others = [m for m in st.get("mechanisms") or [] if m != st.get("mechanism")]
+    return {"key": ev.pkey(st.get("topic"), st.get("partition")), "mechanism": st.get("mechanism") or "unexplained",
+            "label": st.get("label") or "", "others": others, "allowed_by": st.get("allowed_by"),
+            "sentences": [str(x) for x in st.get("sentences") or []], "steps": steps,
+            "lost": st.get("lost") if isinstance(st.get("lost"), dict) else {}}
+
+
 def _event_table(df: pd.DataFrame, name: str, data_dir: Path) -> dict[str, Any]:
     link = None
     if len(df) > EVENT_TOP_N:
@@ -127,11 +152,16 @@ def build_context(data: RunData) -> dict[str, Any]:
     lost = tables.lost_writes_table(lost_raw, data.verdict) if lost_raw is not None and not lost_raw.empty \
         else pd.DataFrame(columns=list(tables.LOST_ALIASES))
     by_part = _lost_by_partition(data, lost)
+    stories = tables.story_index(data.verdict)
     per_partition = []
     for k, n in sorted(by_part.items(), key=lambda kv: (-kv[1], ev.pkey_order(kv[0]))):
         rows_k = lost[lost["partition"] == k].drop(columns=["partition"])
-        per_partition.append({"key": k, "count": n, "shown": len(rows_k),
-                              "table": tables.to_html(rows_k, cls="data lost", breaks=("attribution",))
+        st = stories.get(k) or {}
+        if len(rows_k):
+            rows_k = rows_k.assign(attribution=[tables.evidence_cell(st.get("mechanism"), st.get("label"), a)
+                                                for a in rows_k["attribution"]])
+        per_partition.append({"key": k, "count": n, "shown": len(rows_k), "mechanism": st.get("mechanism"),
+                              "table": tables.to_html(rows_k, cls="data lost", html_cols=("attribution",))
                               if len(rows_k) else ""})
     lost_parquet = d / "anomalies" / "lost_write.parquet"
 
@@ -197,8 +227,10 @@ def build_context(data: RunData) -> dict[str, Any]:
         "command": run.get("command"), "campaign_path": run.get("campaign_path"),
         "notes": data.notes,
         "timeline": timeline, "lost_bars": lost_bars,
-        "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition), table_id="lost-summary"),
+        "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition, stories), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),
+        "stories": [_story_view(st) for st in (data.verdict or {}).get("stories") or [] if isinstance(st, dict)],
+        "mechanisms": (data.verdict or {}).get("mechanisms") or {},
         "lost_csv": tables.rel(lost_csv, d),
         "lost_parquet": tables.rel(lost_parquet, d) if lost_parquet.exists() else None,
         "anomalies": _anomaly_sections(data),

@@ -40,16 +40,17 @@ _ID_KEYS = {"topic", "partition", "offset", "value", "process", "producer", "t",
 
 
 def to_html(df: pd.DataFrame, table_id: str | None = None, cls: str = "data",
-            breaks: tuple[str, ...] = ()) -> str:
+            breaks: tuple[str, ...] = (), html_cols: tuple[str, ...] = ()) -> str:
     """A DataFrame as an HTML table, every cell escaped. Columns in ``breaks`` show the
     checker's ``" | "``-joined categories one per line (pandas would print a newline as
-    ``\\n``, so those cells are escaped here and joined with ``<br>``)."""
+    ``\\n``, so those cells are escaped here and joined with ``<br>``). Columns in
+    ``html_cols`` hold HTML this module built from escaped parts (:func:`evidence_cell`)."""
     if df is None or df.empty:
         return '<p class="empty">none</p>'
-    if breaks:
+    if breaks or html_cols:
         df = df.copy()
         for c in df.columns:
-            if df[c].dtype == object:
+            if df[c].dtype == object and c not in html_cols:
                 df[c] = [html.escape(str(v)) if v is not None and v == v else "" for v in df[c]]
                 if c in breaks:
                     df[c] = df[c].str.replace(" | ", "<br>", regex=False)
@@ -57,6 +58,31 @@ def to_html(df: pd.DataFrame, table_id: str | None = None, cls: str = "data",
                           float_format=lambda x: f"{x:.3f}".rstrip("0").rstrip("."))
     return df.to_html(index=False, border=0, classes=cls, table_id=table_id, na_rep="", escape=True,
                       float_format=lambda x: f"{x:.3f}".rstrip("0").rstrip("."))
+
+
+def evidence_cell(mechanism: str | None, label: str | None, evidence: Any) -> str:
+    """A lost write's attribution cell: its partition's loss mechanism (checkers/stories.py) as a
+    label, the raw evidence (the checker's one-line attribution, a category per line) folded in
+    a ``<details>`` - a reader scans labels and opens the evidence of the row in doubt."""
+    if mechanism is None:     # a verdict without loss stories: the evidence as it is, a category per line
+        return "<br>".join(html.escape(part) for part in str(evidence or "").split(" | "))
+    mech = mechanism
+    head = (f'<span class="mech mech-{html.escape(mech)}" title="{html.escape(label or "")}">'
+            f'{html.escape(mech)}</span>')
+    if not evidence:
+        return head
+    body = "<br>".join(html.escape(part) for part in str(evidence).split(" | "))
+    opened = " open" if mech == "unexplained" else ""   # nothing to summarise it by: show it
+    return f'{head}<details class="evidence"{opened}><summary>raw evidence</summary>{body}</details>'
+
+
+def story_index(verdict: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """verdict.stories by partition key (``topic@partition``)."""
+    out = {}
+    for st in (verdict or {}).get("stories") or []:
+        if isinstance(st, dict) and st.get("topic") is not None:
+            out[pkey(st.get("topic"), st.get("partition"))] = st
+    return out
 
 
 def pick(df: pd.DataFrame, names: tuple[str, ...]) -> str | None:
@@ -125,7 +151,7 @@ def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.D
                 t = idx.get(("v", str(val)), "")
             if not t:
                 try:
-                    part = int(str(key).rsplit("-", 1)[1])
+                    part = int(str(key).rsplit("@", 1)[1])
                     t = idx.get(("o", str(topic), part, int(off)), "")
                 except (ValueError, IndexError, TypeError):
                     t = ""
@@ -147,8 +173,10 @@ def lost_writes_table(raw: pd.DataFrame, verdict: dict[str, Any] | None) -> pd.D
 
 
 def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame,
-                 per_partition: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per partition: how many lost, and (from the rows shown) the offset and ack-time range;
+                 per_partition: pd.DataFrame | None = None,
+                 stories: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Per partition: how many lost, and the offset and ack-time range - of all its lost writes
+    when the verdict's loss story has them (``stories[key].lost``), else of the rows shown;
     with the checker's ``aggregates/lost_by_partition.csv``, also how many were acknowledged
     and how many were still unseen at the end."""
     rows = []
@@ -156,11 +184,18 @@ def lost_summary(by_partition: dict[str, int], lost: pd.DataFrame,
         part = lost[lost["partition"] == key] if not lost.empty else lost
         offs = pd.to_numeric(part["offset"], errors="coerce") if len(part) else pd.Series(dtype=float)
         ts = pd.to_numeric(part["ack t (s)"], errors="coerce") if len(part) else pd.Series(dtype=float)
-        rows.append({"partition": key, "lost writes": int(n),
-                     "lowest offset": int(offs.min()) if offs.notna().any() else None,
-                     "highest offset": int(offs.max()) if offs.notna().any() else None,
-                     "first ack t (s)": round(float(ts.min()), 3) if ts.notna().any() else None,
-                     "last ack t (s)": round(float(ts.max()), 3) if ts.notna().any() else None})
+        row = {"partition": key, "lost writes": int(n),
+               "lowest offset": int(offs.min()) if offs.notna().any() else None,
+               "highest offset": int(offs.max()) if offs.notna().any() else None,
+               "first ack t (s)": round(float(ts.min()), 3) if ts.notna().any() else None,
+               "last ack t (s)": round(float(ts.max()), 3) if ts.notna().any() else None}
+        whole = ((stories or {}).get(key) or {}).get("lost")
+        if isinstance(whole, dict):
+            for col, k in (("lowest offset", "first_offset"), ("highest offset", "last_offset"),
+                           ("first ack t (s)", "first_ack_t"), ("last ack t (s)", "last_ack_t")):
+                if whole.get(k) is not None:
+                    row[col] = whole[k]
+        rows.append(row)
     cols = ["partition", "lost writes", "lowest offset", "highest offset", "first ack t (s)", "last ack t (s)"]
     df = pd.DataFrame(rows, columns=cols)
     for c in ("lowest offset", "highest offset"):

@@ -36,6 +36,20 @@ def test_kip903_off_loses_writes_attributed_to_wipe_and_election(spark, tmp_path
     for a in v["attribution"]:
         assert any(f.startswith("disk-wipe[broker-2]") for f in a["faults"]), a["faults"]
         assert any("leader_elected" in e and "leader=2" in e for e in a["elections"]), a["elections"]
+    # the loss story: the stale AlterPartition readmitted the wiped broker 2, which was elected
+    assert v["mechanisms"] == {"stale_alter_partition_readmit": v["counts"]["lost_write"]}
+    (s,) = v["stories"]
+    assert s["mechanism"] == "stale_alter_partition_readmit" and s["allowed_by"] is None
+    assert set(s["mechanisms"]) >= {"empty_replica_elected", "truncated_to_lossy_leader"}
+    assert 3 <= len(s["sentences"]) <= 8
+    kinds = [st["kind"] for st in s["steps"]]
+    assert kinds.index("fault") < kinds.index("alter_partition") < kinds.index("election"), kinds
+    ap = s["steps"][kinds.index("alter_partition")]
+    assert ap["event"] == {"source": "cluster-logs/controller/events.jsonl", "line": ap["event"]["line"]}
+    assert ap["event"]["line"] > 0
+    # one incident per lost write: its inconsistent offset, offset mismatches, regressions and skips are its own
+    assert v["incidents_by_anomaly"]["lost_write"] == v["counts"]["lost_write"]
+    assert v["incidents"] < v["counts"]["lost_write"] + v["counts"]["inconsistent_offset"]
 
 
 @pytest.mark.timeout(1500)

@@ -80,7 +80,7 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
                      "realtime_offset_regression": [{"topic": TOPIC, "partition": 1, "offset": 1201,
                                                      "value": "producer-1-1300", "invoke_t": 31.2,
                                                      "prior_offset": 1460}]},
-        "lost_writes_by_partition": {f"{TOPIC}-1": 2, f"{TOPIC}-2": 1},
+        "lost_writes_by_partition": {f"{TOPIC}@1": 2, f"{TOPIC}@2": 1},
         # as checkers/verdict.py writes it: identity, window, per-category arrays, one-line summary
         "attribution": [{"topic": TOPIC, "partition": p, "offset": o, "value": v, "process": pr, "ack_t": t,
                          "miss_t": 52.0, "miss_by": "drain", "lost_because": "final_drain_read_whole_partition", "faults": [a.split(" | ")[0]],

@@ -128,7 +128,7 @@ def test_big_evidence_shows_top_n_and_links_the_whole_file(tmp_path: Path) -> No
     rows.to_csv(run / "anomalies" / "lost_write.csv", index=False)
     v = json.loads((run / "verdict.json").read_text())
     v["counts"]["lost_write"] = n
-    v["lost_writes_by_partition"] = {f"{TOPIC}-{p}": int((rows["partition"] == p).sum()) for p in range(3)}
+    v["lost_writes_by_partition"] = {f"{TOPIC}@{p}": int((rows["partition"] == p).sum()) for p in range(3)}
     v["attribution"] = []
     (run / "verdict.json").write_text(json.dumps(v))
     html = write_report(run).read_text()

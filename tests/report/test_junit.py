@@ -54,8 +54,8 @@ def test_one_case_per_expectation_failing_only_when_unexpected(tmp_path: Path, m
         f = failures[LOST.format("no-loss")]
         assert f.message.startswith("UNEXPECTED LOSS: expected no-loss; 3 lost acknowledged writes of 10440")
         # the lost-write summary: per partition, each write with its attribution, and the re-run line
-        assert "lost writes by partition: faultline-1=2, faultline-2=1" in f.text
-        assert "faultline-2 offset 877 value producer-0-1193 acked t=21.731 by producer-0" in f.text
+        assert "lost writes by partition: faultline@1=2, faultline@2=1" in f.text
+        assert "faultline@2 offset 877 value producer-0-1193 acked t=21.731 by producer-0" in f.text
         assert "wipe[broker-2]" in f.text
         assert "re-run: faultline run campaigns/kip903-wipe-race.yaml --seed 7" in f.text
         v = failures[VALID]

@@ -43,17 +43,17 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     assert "kip903.enabled=false" in page.inner_text("#switches")
 
     assert _table(page, "#lost-summary") == [
-        [f"{TOPIC}-1", "2", "1201", "1202", "21.402", "21.455", "3470", "0"],
-        [f"{TOPIC}-2", "1", "877", "877", "21.731", "21.731", "3490", "0"],
+        [f"{TOPIC}@1", "2", "1201", "1202", "21.402", "21.455", "3470", "0"],
+        [f"{TOPIC}@2", "1", "877", "877", "21.731", "21.731", "3490", "0"],
     ]
     shown = {}
     for section in page.query_selector_all("section.lost-partition"):
         rows = section.eval_on_selector_all("tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText.trim()))")
         shown[section.get_attribute("data-partition")] = rows
-    assert sorted(shown) == [f"{TOPIC}-1", f"{TOPIC}-2"]
-    expected = {f"{TOPIC}-{p}": [] for p, *_ in LOST}
+    assert sorted(shown) == [f"{TOPIC}@1", f"{TOPIC}@2"]
+    expected = {f"{TOPIC}@{p}": [] for p, *_ in LOST}
     for p, off, val, producer, ack_t, attribution in LOST:
-        expected[f"{TOPIC}-{p}"].append([str(off), val, f"{ack_t:.3f}".rstrip("0"), producer, "52", "drain",
+        expected[f"{TOPIC}@{p}"].append([str(off), val, f"{ack_t:.3f}".rstrip("0"), producer, "52", "drain",
                                          "final_drain_read_whole_partition", attribution.replace(" | ", "\n")])
     assert shown == expected
 
@@ -61,7 +61,7 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     assert page.locator("#timeline + p + svg, svg.plot").count() >= 1
     assert "INELIGIBLE_REPLICA (107)" in page.inner_text("#alter-table")
     assert page.inner_text("#alters-rejected") == "1"
-    svg_text = page.eval_on_selector("svg.plot", "s => s.textContent")
+    svg_text = page.eval_on_selector("#timeline ~ svg.plot", "s => s.textContent")   # after the lost writes
     assert "INELIGIBLE_REPLICA (107)" in svg_text and "lost write (at ack time)" in svg_text
     # seed 004: the winner's and candidates' local log in the election table
     elections = page.inner_text("#election-table")
@@ -69,10 +69,10 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     rows = {(r[0], r[1]): r for r in _table(page, "#election-table")}
     # faultline-1's event carries the winner's log; faultline-2's winner is known from its own
     # broker's recovery event: the wiped, empty broker 2 won (seed 000's race)
-    assert rows[("32.3", f"{TOPIC}-1")][9] == "log start 0, LEO 0, local log bytes 0 B"
-    assert rows[("32.3", f"{TOPIC}-2")][9] == "LEO 0 after recovery (disk_wiped) at t=21.000"
+    assert rows[("32.3", f"{TOPIC}@1")][9] == "log start 0, LEO 0, local log bytes 0 B"
+    assert rows[("32.3", f"{TOPIC}@2")][9] == "LEO 0 after recovery (disk_wiped) at t=21.000"
     # the unclean winner of partition 0 reported its log on taking over (epoch 3, not epoch 9)
-    assert rows[("34.9", f"{TOPIC}-0")][9] == ("log start 0, LEO 1190, local log start ts 1763000000000, "
+    assert rows[("34.9", f"{TOPIC}@0")][9] == ("log start 0, LEO 1190, local log start ts 1763000000000, "
                                                "local log bytes 150.0 KiB")
     assert page.inner_text("#rerun-command") == (
         "faultline run campaigns/kip903-wipe-race.yaml --seed 7 --set target.kip903.enabled=false")

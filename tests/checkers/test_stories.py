@@ -1,0 +1,149 @@
+"""Loss stories: each mechanism from the events a run records, through the real checker.
+
+Hand-built run directories (real file format: history, timeline, cluster event logs, run.json),
+one topic per scenario, checked once per run with the session's Spark. Each scenario is the
+event pattern its mechanism names (docs/anomalies.md §stories); the KIP-903 story of a real
+kraftsim run is in test_kraftsim_runs.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+from checkers.job import check_run
+from checkers.stories import MECHANISMS, MAX_SENTENCES
+from tests.checkers.builder import HistoryBuilder
+
+
+def _writes(b: HistoryBuilder, topic: str, n: int, t0: float, proc: str = "producer-0", first: int = 0) -> None:
+    for i in range(n):
+        b.send(proc, topic, 0, f"{proc}-{topic}-{first + i}", first + i, t0 + 0.1 * i)
+
+
+def last_replica_standing(b: HistoryBuilder, t: str) -> None:
+    """ISR shrinks to {1}; broker 1 loses its page cache in a reboot, recovers a shorter log,
+    and - the last replica standing - is elected again (ELR off)."""
+    b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+            isr=[1, 2], elr=[], reason="initial")
+    b.event("controller", 2.0, "isr_changed", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=1,
+            isr=[1], elr=[], reason="alter_partition")
+    _writes(b, t, 5, 3.0)                                            # offsets 0-4, acked by broker 1 alone
+    b.fault("f-reboot", "reboot", ["broker-1"], 5.0, 6.5)
+    b.event("controller", 5.5, "isr_changed", topic=t, partition=0, leader=-1, leader_epoch=0, partition_epoch=2,
+            isr=[1], elr=[], reason="leader_fenced")
+    b.event("broker-1", 6.8, "recovery", role="broker", node=1, topic=t, partition=0, recovery_point=2,
+            log_end_offset=2, truncated_bytes=300, reason="unclean_shutdown")
+    b.event("controller", 7.0, "broker_registered", broker=1, broker_epoch=40, previous_broker_epoch=-1,
+            clean_shutdown=False)
+    b.event("controller", 7.5, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=1, partition_epoch=3,
+            isr=[1], elr=[], reason="isr")
+    _writes(b, t, 2, 9.0, proc="producer-1", first=2)                # offsets 2-3 again
+    vals = [(0, f"producer-0-{t}-0"), (1, f"producer-0-{t}-1"), (2, f"producer-1-{t}-2"), (3, f"producer-1-{t}-3")]
+    b.drain(t, 0, vals, 4, 20.0, process=f"{t}.drain")
+
+
+def unclean(b: HistoryBuilder, t: str) -> None:
+    b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+            isr=[1], elr=[], reason="initial")
+    _writes(b, t, 3, 2.0)
+    b.fault("f-kill", "kill", ["broker-1"], 3.0, None)
+    b.event("controller", 3.5, "broker_fenced", broker=1, broker_epoch=3, reason="session_timeout")
+    b.event("controller", 3.6, "leader_elected", topic=t, partition=0, leader=2, leader_epoch=1, partition_epoch=1,
+            isr=[2], elr=[], reason="unclean", leader_recovery_state=1)
+    b.event("broker-2", 3.7, "became_leader", role="broker", node=2, topic=t, partition=0, broker=2, leader_epoch=1,
+            log_start_offset=0, log_end_offset=0, hwm=0)
+    _writes(b, t, 1, 5.0, proc="producer-1", first=0)
+    b.drain(t, 0, [(0, f"producer-1-{t}-0")], 1, 20.0, process=f"{t}.drain")
+
+
+def unexplained(b: HistoryBuilder, t: str) -> None:
+    _writes(b, t, 3, 2.0)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, f"producer-0-{t}-0"), (2, f"producer-0-{t}-2")], 5.0)
+    b.drain(t, 0, [(0, f"producer-0-{t}-0"), (2, f"producer-0-{t}-2")], 3, 20.0, process=f"{t}.drain")
+
+
+def lossy_leader(b: HistoryBuilder, t: str) -> None:
+    """No election recorded: the leader lost its tail and the follower truncated to it."""
+    b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+            isr=[1, 2], elr=[], reason="initial")
+    _writes(b, t, 5, 2.0)
+    b.event("broker-2", 4.0, "truncation", role="broker", node=2, topic=t, partition=0, from_offset=5, to_offset=2,
+            reason="diverging_epoch")
+    _writes(b, t, 1, 6.0, proc="producer-1", first=2)
+    b.drain(t, 0, [(0, f"producer-0-{t}-0"), (1, f"producer-0-{t}-1"), (2, f"producer-1-{t}-2")], 3, 20.0,
+            process=f"{t}.drain")
+
+
+SCENARIOS = {"lrs": last_replica_standing, "unclean-t": unclean, "mystery": unexplained, "lossy-leader": lossy_leader}
+
+
+@pytest.fixture(scope="module")
+def stories(spark, tmp_path_factory):
+    b = HistoryBuilder()
+    for name, build in SCENARIOS.items():
+        build(b, name)
+    rd = b.write(tmp_path_factory.mktemp("stories") / "run", expect="loss",
+                 topic={"name": "t", "min_insync_replicas": 1, "config": {"unclean.leader.election.enable": "true"}})
+    v = check_run(rd, spark=spark)
+    return v, {s["topic"]: s for s in v["stories"]}
+
+
+def _shape(s: dict) -> None:
+    assert s["mechanism"] in MECHANISMS and s["mechanisms"][0] == s["mechanism"]
+    assert 3 <= len(s["sentences"]) <= MAX_SENTENCES, s["sentences"]
+    assert s["sentences"][-1].startswith(f"Lost: {s['lost']['count']} acknowledged write")
+    assert all(st["event"].keys() == {"source", "line"} for st in s["steps"])
+
+
+def test_last_replica_standing(stories):
+    _, by = stories
+    s = by["lrs"]
+    _shape(s)
+    assert s["mechanism"] == "last_replica_standing", s
+    assert s["lost"] == {"count": 3, "first_offset": 2, "last_offset": 4, "first_ack_t": 3.21, "last_ack_t": 3.41}
+    text = " ".join(s["sentences"])
+    assert "broker 1 recovered lrs@0" in text and "ending at offset 2" in text and "KIP-966" in text
+    rec = next(st for st in s["steps"] if st["kind"] == "recovery")
+    assert rec["event"] == {"source": "cluster-logs/broker-1/events.jsonl", "line": 1}
+
+
+def test_unclean_election_allowed_by_topic_config(stories):
+    _, by = stories
+    s = by["unclean-t"]
+    _shape(s)
+    assert s["mechanism"] == "unclean_election" and s["allowed_by"] == "unclean.leader.election.enable=true"
+    assert any("elected broker 2" in x and "unclean" in x for x in s["sentences"]), s["sentences"]
+
+
+def test_truncated_to_lossy_leader(stories):
+    _, by = stories
+    s = by["lossy-leader"]
+    _shape(s)
+    assert s["mechanism"] == "truncated_to_lossy_leader", s
+    assert any("broker 2 truncated lossy-leader@0 from offset 5 to 2" in x for x in s["sentences"]), s["sentences"]
+
+
+def test_unexplained_says_so(stories):
+    v, by = stories
+    s = by["mystery"]
+    _shape(s)
+    assert s["mechanism"] == "unexplained" and s["label"] == MECHANISMS["unexplained"]
+    assert any(x.startswith("Unexplained:") for x in s["sentences"])
+    # the run's mechanisms count lost writes by primary mechanism
+    assert v["mechanisms"] == {m: sum(x["lost"]["count"] for x in v["stories"] if x["mechanism"] == m)
+                               for m in {x["mechanism"] for x in v["stories"]}}
+    assert sum(v["mechanisms"].values()) == v["counts"]["lost_write"]
+
+
+def test_ack_below_min_isr(spark, tmp_path):
+    t = "thin"
+    b = HistoryBuilder()
+    b.event("controller", 0.5, "isr_changed", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=1,
+            isr=[1], elr=[], reason="leader_fenced")
+    _writes(b, t, 3, 1.0)
+    b.drain(t, 0, [(0, f"producer-0-{t}-0")], 1, 20.0, process=f"{t}.drain")
+    v = check_run(b.write(tmp_path / "run", expect="loss", topic={"name": t, "min_insync_replicas": 2}), spark=spark)
+    assert v["counts"]["lost_write"] == 2 and v["counts"]["ack_below_min_isr"] == 3
+    s = v["stories"][0]
+    _shape(s)
+    assert s["mechanism"] == "ack_below_min_isr" and v["mechanisms"] == {"ack_below_min_isr": 2}
+    assert any("min.insync.replicas=2" in x for x in s["sentences"]), s["sentences"]
