@@ -7,13 +7,15 @@ last line on stdout, as ``faultline run`` prints its run directory. See docs/sui
 """
 from __future__ import annotations
 
+import os
 import signal
-import threading
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
@@ -35,7 +37,13 @@ def register(app: typer.Typer) -> None:
     if id(app) in _registered:
         return
     _registered.add(id(app))
-    from harness.cli import Exit, err
+    # the Exit class main() catches is the one of the module that owns `app`: with
+    # `python -m harness.cli` that module is __main__, not harness.cli
+    owner = next((m for m in (sys.modules.get("__main__"), sys.modules.get("harness.cli"))
+                  if m is not None and getattr(m, "app", None) is app), None)
+    if owner is None:  # pragma: no cover - registered on a foreign app
+        import harness.cli as owner
+    Exit = owner.Exit
 
     @app.command()
     def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML file (see docs/suites.md)"),
@@ -46,6 +54,11 @@ def register(app: typer.Typer) -> None:
         against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
         from harness.suite import load_suite
         from harness.suite_run import Progress, SuiteInterrupted, SuiteRunner
+
+        # our own handle on the terminal: the suite points file descriptor 2 at checker.log
+        # while Spark's JVM starts (it inherits fd 2), and progress must not follow it there
+        err = Console(file=os.fdopen(os.dup(2), "w", buffering=1), highlight=False, soft_wrap=True,
+                      force_terminal=sys.stderr.isatty() or None)
 
         if resume is None and suite_file is None:
             raise ConfigError(None, "SUITE", "give a suite file, or --resume DIR")

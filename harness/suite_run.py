@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,8 @@ class SuiteRunner:
         self.cells_dir = suite_dir / "cells"
         self.progress = progress or Progress(total=len(spec.cells))
         self.spark: Any = None
+        self._warm: threading.Thread | None = None
+        self._warm_error = ""
         self.child: subprocess.Popen[str] | None = None
 
     # -- creation and resume -------------------------------------------------------------------
@@ -187,14 +190,28 @@ class SuiteRunner:
         return notes
 
     # -- one cell ----------------------------------------------------------------------------------
-    def _session(self) -> Any:
-        if self.spark is None:
-            from checkers.session import make_session
-            from harness.runner import stderr_to
+    def _start_session(self) -> None:
+        from checkers.session import make_session
+        from harness.runner import stderr_to
 
+        # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
+        with stderr_to(self.dir / "checker.log"):
+            self.spark = make_session(app_name=f"faultline-suite-{self.spec.name}")
+
+    def _warm_session(self) -> None:
+        """Start Spark while the first cell runs (its JVM start costs a minute on a loaded box)."""
+        try:
+            self._start_session()
+        except Exception as e:  # noqa: BLE001 - _session() tries again and reports it
+            self._warm_error = f"{type(e).__name__}: {e}"
+
+    def _session(self) -> Any:
+        if self._warm is not None:
+            self._warm.join()
+            self._warm = None
+        if self.spark is None:
             self.progress.phase = "starting Spark"
-            with stderr_to(self.dir / "checker.log"):
-                self.spark = make_session(app_name=f"faultline-suite-{self.spec.name}")
+            self._start_session()
         return self.spark
 
     def _run_child(self, cell: Cell) -> tuple[int, Path | None, str]:
@@ -299,6 +316,9 @@ class SuiteRunner:
         self.progress.total, self.progress.done = len(self.spec.cells), len(self.spec.cells) - len(todo)
         for r in done.values():
             self.progress.counts[r["outcome"]] = self.progress.counts.get(r["outcome"], 0) + 1
+        if todo:
+            self._warm = threading.Thread(target=self._warm_session, name="spark-warm", daemon=True)
+            self._warm.start()
         try:
             for cell in todo:
                 rec = self.run_cell(cell)
@@ -313,6 +333,9 @@ class SuiteRunner:
             self.write_outputs()
             return EXIT_INFRA
         finally:
+            if self._warm is not None:
+                self._warm.join()
+                self._warm = None
             if self.spark is not None:
                 try:
                     self.spark.stop()
