@@ -383,6 +383,8 @@ class RaftClient:
             self.applied = hw
             if batch and self.on_commit is not None:
                 self.on_commit(batch)
+            for cb in list(self.listeners):  # e.g. the controller's claim once past the epoch start
+                cb()
         self._kick()
 
     def _fail_appends(self) -> None:
