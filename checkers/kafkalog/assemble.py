@@ -196,9 +196,7 @@ class Assembler:
         key = (o["topic"], o["partition"])
         p = self.parts.get(key)
         new_pe = o["partition_epoch"]
-        if (key[0], key[1], new_pe) in self.accepted or (p is not None and p.partition_epoch is not None
-                                                           and new_pe <= p.partition_epoch and p.isr == o["isr"]
-                                                           and p.event is not None and p.event.get("reason") == "alter_partition"):
+        if (key[0], key[1], new_pe) in self.accepted:       # one answer per partition epoch
             self.unused += 1
             return
         lrs = p.lrs if p is not None else None

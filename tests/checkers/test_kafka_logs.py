@@ -363,6 +363,13 @@ def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
     assert [(s["topic"], s["partition"], s["mechanism"]) for s in vl["stories"]] == \
         [(s["topic"], s["partition"], s["mechanism"]) for s in vk["stories"]]
     assert "unexplained" not in vl["mechanisms"]
+    # told in the same steps (wipe, registration, the AlterPartition, the kill, the election, the
+    # truncation, what was lost) and ending with the same loss
+    for sk, sl in zip(vk["stories"], vl["stories"]):
+        assert sl["mechanisms"] == sk["mechanisms"]
+        assert [x["kind"] for x in sl["steps"]] == [x["kind"] for x in sk["steps"]]
+        assert sl["lost"] == sk["lost"] and sl["sentences"][-1] == sk["sentences"][-1]
+        assert all(x["event"]["source"] for x in sl["steps"] if x["kind"] not in ("fault", "lost"))
     # the same attribution categories for every lost write
     ck, cl = _lost_categories(ks_dir), _lost_categories(kafka_dir)
     assert ck.keys() == cl.keys() and len(ck) == vk["counts"]["lost_write"]
