@@ -78,6 +78,11 @@ def expectations(data: RunData) -> list[Expectation]:
             out.append(Expectation(str(e["name"]), None if ok is None else bool(ok), msg, details))
         return out
     exp = expectation(data)
+    if exp["outcome"] == "inconclusive":
+        # too little evidence (checkers/verdict.py): neither a pass nor an unexpected verdict
+        why = "; ".join(exp["inconclusive_because"]) or "the checker gave no reason"
+        return [Expectation(f"lost acknowledged writes: expect {exp['expect'] or 'no-loss'}", None,
+                            f"INCONCLUSIVE: {why}", why + _rerun(data))]
     lost, want = exp["lost"], exp["expect"] or "no-loss"
     found = f"{lost} lost acknowledged write{'s' if lost != 1 else ''} of " \
             f"{exp['acked'] if exp['acked'] is not None else '?'} acknowledged"
@@ -133,7 +138,8 @@ def build_suite(data: RunData) -> jx.Suite:
         suite.properties.append((f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val))
     duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0
     cases = expectations(data)
-    if (data.verdict or {}).get("as_expected") is False and not any(e.ok is False for e in cases):
+    inconclusive = (data.verdict or {}).get("outcome") == "inconclusive"
+    if (data.verdict or {}).get("as_expected") is False and not inconclusive and not any(e.ok is False for e in cases):
         # never let CI pass a run the checker itself called unexpected
         cases.append(Expectation("verdict as expected", False, "the checker's verdict says as_expected=false",
                                  json.dumps((data.verdict or {}).get("counts"), sort_keys=True)))
@@ -142,7 +148,7 @@ def build_suite(data: RunData) -> jx.Suite:
         if e.ok is False:
             case.failure = (e.message, "UnexpectedVerdict", e.details or e.message)
         elif e.ok is None:
-            case.error = (e.message, "NoVerdict", e.details or e.message)
+            case.error = (e.message, "Inconclusive" if inconclusive else "NoVerdict", e.details or e.message)
         else:
             case.system_out = e.message
         suite.cases.append(case)

@@ -142,3 +142,17 @@ def test_junit_has_the_shape_jenkins_reads(tmp_path: Path) -> None:
         for f in case.findall("failure"):
             assert f.get("message") and f.get("type") == "UnexpectedVerdict" and f.text
     assert [c.tag for c in suite if c.tag != "testcase"] == ["properties"]  # properties come first
+
+
+def test_inconclusive_run_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    """A run with nothing to judge by (checkers/verdict.py outcome "inconclusive") is neither a
+    passed expectation nor an unexpected verdict: one error case saying why."""
+    run = make_clean_run(tmp_path)
+    v = json.loads((run / "verdict.json").read_text())
+    v.update(outcome="inconclusive", as_expected=False, acked_writes=0,
+             inconclusive_because=["no acknowledged writes: nothing was tested"])
+    (run / "verdict.json").write_text(json.dumps(v))
+    cases = _cases(write_junit(run))
+    assert [(n, o) for n, o, _ in cases] == [(LOST.format("no-loss"), "error")]
+    err = cases[0][2].result[0]
+    assert err.type == "Inconclusive" and err.message == "INCONCLUSIVE: no acknowledged writes: nothing was tested"

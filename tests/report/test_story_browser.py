@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import write_report
+from harness.report import write_index, write_report
 from tests.report.runs import TOPIC, make_clean_run, make_loss_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,3 +131,7 @@ def test_inconclusive_run_says_so(open_page, tmp_path: Path) -> None:
     assert "proves nothing here" in page.inner_text("#lost + p")
     assert "inconclusive" in (page.get_attribute("#verdict", "class") or "")
     page.screenshot(path=str(_artefacts(tmp_path) / "inconclusive-first-screen.png"))
+    write_index(rd.parent)
+    index = open_page(rd.parent / "index.html").page
+    rows = index.eval_on_selector_all("#runs tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText.trim()))")
+    assert [r[4] for r in rows] == ["no loss — INCONCLUSIVE"]
