@@ -135,3 +135,18 @@ def test_election_isr_before_elr_in_replica_order(tmp_path):
     c.fence(1, "session_timeout")
     ps = part(c)
     assert ps.leader == 3 and ps.isr == [3] and ps.leader_recovery_state == RECOVERED
+
+
+def test_election_unclean_before_3_2_does_not_mark_recovering(tmp_path):
+    """PartitionChangeBuilderTest.testUncleanSetsLeaderRecoveringState(isLeaderRecoverySupported=false):
+    before IBP_3_2_IV0 (MetadataVersion.isLeaderRecoverySupported) an unclean election sets
+    ISR = [leader] but leaves the recovery state RECOVERED (KIP-704 arrived with 3.2)."""
+    c = controller(tmp_path, **{"metadata.version": "3.1"})
+    brokers(c, 1, 2, 3)
+    create(c, [1, 2, 3], unclean=True)
+    for b in (1, 2, 3):
+        fence_quietly(c, b)
+    set_partition(c, isr=[2, 3], leader=NO_LEADER)
+    heartbeat(c, 1)
+    ps = part(c)
+    assert ps.leader == 1 and ps.isr == [1] and ps.leader_recovery_state == RECOVERED, ps
