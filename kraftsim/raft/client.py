@@ -74,6 +74,7 @@ class RaftClient:
         self.clients: dict[int, Client] = {}
         self.inflight: dict[int, asyncio.Task] = {}
         self.backoff_until: dict[int, float] = {}
+        self.unreachable: set[int] = set()
         self.generation = 0  # bumped on every transition: older responses are ignored (resetConnections)
         self.wake = asyncio.Event()
         self.progress = asyncio.Event()  # LEO/HWM/state changed: parked fetches re-check (fetchPurgatory)
@@ -122,12 +123,17 @@ class RaftClient:
             ok = False
             try:
                 resp = await self._client(dest).request(req, timeout=timeout)
+                if dest in self.unreachable:
+                    self.unreachable.discard(dest)
+                    self.ev.log(f"raft: voter {dest} answers again")
                 if gen == self.generation:
                     ok = on_response(dest, resp, time.monotonic())
                 else:
                     ok = True
             except (OSError, asyncio.TimeoutError, ConnectionError) as e:
-                self.ev.log(f"raft: request {type(req).__name__} to {dest} failed: {type(e).__name__}")
+                if dest not in self.unreachable:  # say it once per outage, not every retry
+                    self.unreachable.add(dest)
+                    self.ev.log(f"raft: request {type(req).__name__} to {dest} failed: {type(e).__name__}")
             except Exception as e:  # noqa: BLE001 - a bad response must not kill the loop; say why
                 self.ev.log(f"raft: handling {type(req).__name__} response from {dest} failed: {type(e).__name__}: {e}")
             finally:
