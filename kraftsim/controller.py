@@ -140,12 +140,8 @@ class Controller:
         if new is None:
             return None
         why = reason
-        if new.leader != old.leader and new.leader != NO_LEADER:
-            if b.elected_unclean:
-                why = "last_known_leader" if old.last_known_elr == [new.leader] and not old.isr and not old.elr \
-                    else "unclean"
-            elif new.leader not in old.isr and new.leader in old.elr:
-                why = "elr"
+        if new.leader != old.leader and new.leader != NO_LEADER and b.elected_by not in (None, "isr"):
+            why = b.elected_by
         return self._commit_partition(old, new, why, extra)
 
     def _commit_partition(self, old: PartitionState | None, new: PartitionState, reason: str,

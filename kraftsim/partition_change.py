@@ -82,7 +82,8 @@ class PartitionChangeBuilder:
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
-        self.elected_unclean = False
+        #: how the leader was chosen when it changed: "isr", "elr", "last_known_leader", "unclean"
+        self.elected_by: str | None = None
 
     # -- setters (the subset kraftsim uses) ------------------------------------------------
 
@@ -125,13 +126,17 @@ class PartitionChangeBuilder:
             return ElectionResult(self.partition.leader, False)
         for r in self.target_replicas:
             if self._is_valid_new_leader(r):
+                self.elected_by = "isr" if r in self.target_isr else "elr"
                 return ElectionResult(r, False)
         if self._can_elect_last_known_leader():
+            self.elected_by = "last_known_leader"
             return ElectionResult(self.partition.last_known_elr[0], True)
         if self.election is Election.UNCLEAN:
             for r in self.target_replicas:
                 if self.is_acceptable_leader(r):
+                    self.elected_by = "unclean"
                     return ElectionResult(r, True)
+        self.elected_by = None
         return ElectionResult(NO_LEADER, False)
 
     def _try_election(self, record: ChangeRecord) -> None:
@@ -144,7 +149,6 @@ class PartitionChangeBuilder:
             self.target_elr = [r for r in self.target_elr if r != result.node]
         record.leader = result.node
         if result.unclean:
-            self.elected_unclean = True
             record.isr = [result.node]
             if (self.partition.leader_recovery_state != RECOVERING
                     and self.features.metadata_version >= IBP_3_2_IV0):  # isLeaderRecoverySupported
