@@ -14,6 +14,8 @@ of leader never changes the recovery state (``testChangeInLeadershipDoesNotChang
 """
 from __future__ import annotations
 
+import json
+
 from kraftsim.metadata import NO_LEADER, RECOVERED, RECOVERING
 
 from tests.kraftsim.conformance.controller_harness import (brokers, controller, create, fence_quietly, heartbeat,
@@ -34,6 +36,9 @@ def test_election_last_known_leader_is_an_unclean_election(tmp_path):
     ps = part(c)
     assert ps.leader == 1 and ps.isr == [1] and ps.leader_recovery_state == RECOVERING, ps
     assert ps.elr == [] and ps.last_known_elr == []
+    ev = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    won = [e for e in ev if e["event"] == "leader_elected" and e["leader"] == 1 and e["leader_epoch"] == ps.leader_epoch]
+    assert won and won[-1]["reason"] == "last_known_leader" and won[-1]["leader_recovery_state"] == RECOVERING
 
 
 def test_election_last_known_leader_not_elected_while_elr_is_not_empty(tmp_path):
