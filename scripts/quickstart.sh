@@ -49,6 +49,9 @@ fi
 echo "installing faultline and its runtime dependencies into .venv (pip install -e .) ..." >&2
 .venv/bin/python -m pip install -q -e .
 
+# use the venv as `. .venv/bin/activate` would: Spark starts its Python workers as `python3`
+# from PATH, and the system's python3 has none of the checker's libraries (numpy, pyarrow)
+export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH"
 campaign="${1:-campaigns/kill-restart.yaml}"
 [ $# -gt 0 ] && shift
-exec .venv/bin/faultline run "$campaign" "$@"
+exec faultline run "$campaign" "$@"
