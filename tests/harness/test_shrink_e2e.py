@@ -103,6 +103,12 @@ def test_shrink_real_random_loss_and_the_minimal_campaign_reproduces(env, lossy_
     assert lossy_run.name in text and f"by {mech}" in text and "of 1 replays" in text
     assert (lossy_run / "shrink" / "shrink.html").exists()
     assert any(x["type"] == "candidate" and x["phase"] == "ddmin" for x in log)
+    # resumable: the same command again reads every decided candidate back from shrink.json
+    # and replays nothing; same minimal schedule
+    again = faultline(["shrink", str(lossy_run), "--replays", "1", "--no-simplify", "--out", str(out), "--no-progress"],
+                      env["state"], timeout=600)
+    assert again.returncode == 0 and ", 0 replays," in again.stdout, again.stdout + again.stderr[-2000:]
+    assert _starts(out) == minimal
     # every replay healed: nothing of this test is left in the ledger or the process table
     h = faultline(["heal"], env["state"], timeout=120)
     assert "0 healed, 0 failed" in h.stdout, h.stdout + h.stderr
