@@ -10,8 +10,8 @@ with different seeds. A candidate *still fails* when at least one replay loses a
 writes by the same mechanism as the source run (:mod:`harness.shrink_judge`).
 
 Order of the search: the full schedule first (not reproducible in K replays: exit 1, nothing
-to shrink); then the faults the checker's attribution named around the lost writes (often the
-whole answer in one test); then ddmin; then one simplification pass; then the minimal
+to shrink); then the faults around the lost writes by time (:meth:`Shrinker.suspects`; often
+the whole answer in one test); then ddmin; then one simplification pass; then the minimal
 schedule's replays are completed to K so its header says honestly how often it loses.
 
 Replays are ``faultline run CANDIDATE --no-check`` subprocesses: each heals its own faults
@@ -379,7 +379,14 @@ class Shrinker:
         exhausted = False
         try:
             self.progress.phase = "replaying the original"
-            if not self.test(src.steps, "original"):
+            reproduced = self.test(src.steps, "original")
+        except Exhausted:
+            msg = (f"the budget (--max-runs/--time-budget) was spent before the original {len(src.steps)}-step "
+                   f"schedule had its {self.opts.replays} replays; nothing was shrunk")
+            self.log.append({"type": "result", "code": EXIT_REFUSED, "message": msg})
+            return ShrinkResult(EXIT_REFUSED, msg, original_steps=len(src.steps), runs=self.runs)
+        try:
+            if not reproduced:
                 rec = self.outcomes[schedule_key(src.steps, self.salt)]
                 msg = (f"not reproducible in {self.opts.replays} replays: the original {len(src.steps)}-step schedule "
                        f"lost no writes by {self.wanted} on replay ({rec['replays_done']} run(s))")
@@ -389,7 +396,7 @@ class Shrinker:
                                     wall_s=round(time.monotonic() - self.started, 1))
             suspects = self.suspects(src)
             if suspects and len(suspects) < len(self.best):
-                self.progress.phase = "trying the faults attribution names"
+                self.progress.phase = "trying the faults around the loss"
                 if self.test(suspects, "suspects"):
                     self._on_best(suspects)
             self.progress.phase = "ddmin"
