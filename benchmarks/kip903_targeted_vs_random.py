@@ -148,7 +148,9 @@ def classify(a: dict[str, Any]) -> str:
     they come after the decisive event and are ignored.)"""
     ack_t = float(a.get("ack_t") or 0.0)
     removals = sorted((e for e in map(_event, a.get("removed_by") or []) if e), key=lambda e: e["t"])
-    elections = sorted((e for e in map(_event, a.get("elections") or []) if e), key=lambda e: e["t"])
+    # the controller's decisions (leader_elected); attribution also lists the winners' became_leader
+    elections = sorted((e for e in map(_event, a.get("elections") or []) if e and e["event"] == "leader_elected"),
+                       key=lambda e: e["t"])
     isr_events = sorted((e for e in map(_event, (a.get("elections") or []) + (a.get("isr_changes") or []))
                          if e and e["t"] <= ack_t), key=lambda e: e["t"])
     isr = _ids(isr_events[-1].get("isr")) if isr_events else []
