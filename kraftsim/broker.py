@@ -38,12 +38,13 @@ from kraftsim.replica import PendingChange, Replica
 from kraftsim.storage import records as rec
 from kraftsim.storage.log import OffsetOutOfRange
 from kraftsim.storage.manager import LogManager
-from kraftsim.wire import Client, Peer, Server, build
+from kraftsim.tiering import RemoteLogManager
+from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Client, Peer, Server, build
 
 BROKER_APIS = {
     0: (3, 9),    # Produce
     1: (4, 15),   # Fetch (v15: ReplicaState.ReplicaEpoch, KIP-903)
-    2: (1, 7),    # ListOffsets
+    2: (1, 9),    # ListOffsets (v8 EARLIEST_LOCAL -4, KIP-405; v9 LATEST_TIERED -5, KIP-1005)
     3: (4, 12),   # Metadata (v12 carries leader epochs and topic ids)
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics (forwarded to the controller)
@@ -103,6 +104,9 @@ class Broker:
         self.tasks: list[asyncio.Task] = []
         self.server: Server | None = None
         self.pid_seq = 0
+        self.rlm = RemoteLogManager(self)  # KIP-405 remote tier, KIP-1023, seed 004 reports
+        #: seed 004: (topic, partition) -> the local-log report last sent to the controller
+        self.local_log_sent: dict[tuple[str, int], tuple] = {}
 
     # ------------------------------------------------------------------ small helpers
 
@@ -412,6 +416,116 @@ class Broker:
                 last_ckpt = time.monotonic()
                 self.logs.checkpoint_high_watermarks(self._hwm_snapshot())
 
+    # ------------------------------------------------------------------ tiered storage and seed 004
+
+    async def remote_loop(self) -> None:
+        """RemoteLogManager's copy task (``remote.log.manager.task.interval.ms``), LogManager's
+        retention task (``log.retention.check.interval.ms``) with local retention, and seed
+        004's local-log reports (kraftsim/tiering.py)."""
+        if self.rlm.storage is None and not self._seed004_configured():
+            return
+        last_copy = last_ret = 0.0
+        client = self.controller_client("local-log-report")
+        try:
+            while not self.stopping:
+                await asyncio.sleep(min(self.rlm.task_s, self.rlm.retention_s))
+                if not self.published or self.self_fenced:
+                    continue
+                now = time.monotonic()
+                copy, ret = now - last_copy >= self.rlm.task_s, now - last_ret >= self.rlm.retention_s
+                for r in list(self.replicas.values()):
+                    try:
+                        if copy:
+                            self.rlm.copy(r)
+                        if ret:
+                            self.rlm.retain(r)
+                    except OSError as e:
+                        self.ev.log(f"remote tier {r.topic}-{r.partition}: {e}")
+                last_copy = now if copy else last_copy
+                last_ret = now if ret else last_ret
+                await self.send_local_log_reports(client)
+        finally:
+            client.close()
+
+    def _seed004_configured(self, topic: str | None = None) -> bool:
+        """Seed 004's preference is on when either threshold is > 0 (topic config over broker)."""
+        for k in ("leader.election.eligible.local.log.ms", "leader.election.eligible.local.log.bytes"):
+            t = self.image.topics.get(topic) if topic else None
+            v = t.configs[k] if t is not None and k in t.configs else self.cfg.values.get(k)
+            if v is not None and int(v) > 0:
+                return True
+        return False
+
+    async def send_local_log_reports(self, client: Client) -> None:
+        """Seed 004, "Leader aggregates and reports": for each partition it leads, the local log
+        start timestamp and size of every ISR member, sent when they changed.
+
+        The seed puts them in AlterPartition's NewIsrWithEpochs; kio's AlterPartition has no such
+        fields (and kio, like the faultline proxy, refuses unknown tagged fields), so kraftsim
+        sends them beside it as a private request (kraftsim/wire.py PRIVATE_LOCAL_LOG_REPORT,
+        JSON) on its own connection, checked by the controller against the leader's broker
+        epoch and leader epoch as AlterPartition is. Reports go at most once per
+        ``remote.log.manager.task.interval.ms`` (the seed sends on every change).
+        """
+        parts = []
+        sent: dict[tuple[str, int], tuple] = {}
+        for key, r in list(self.replicas.items()):
+            if r.role != "leader" or not self._seed004_configured(r.topic):
+                continue
+            members = []
+            for b in r.isr:
+                st = r.local_log_state(b)
+                if st is not None:
+                    members.append({"broker": b, "local_log_start_timestamp": st[0], "local_log_size_bytes": st[1]})
+            snap = (r.leader_epoch, tuple((m["broker"], m["local_log_start_timestamp"], m["local_log_size_bytes"])
+                                          for m in members))
+            if not members or self.local_log_sent.get(key) == snap:
+                continue
+            parts.append({"topic": r.topic, "partition": r.partition, "leader_epoch": r.leader_epoch,
+                          "replicas": members})
+            sent[key] = snap
+        if not parts:
+            return
+        body = json.dumps({"broker_id": self.node_id, "broker_epoch": self.broker_epoch, "partitions": parts}).encode()
+        try:
+            resp = json.loads(await client.request_private(PRIVATE_LOCAL_LOG_REPORT, body, timeout=5))
+        except (OSError, asyncio.TimeoutError, ConnectionError, ValueError):
+            return  # sent again next time: nothing is marked as reported
+        if resp.get("error"):
+            self.ev.log(f"local log report refused: {resp['error']}")
+            return
+        self.local_log_sent.update(sent)
+
+    async def _list_offset(self, client: Client, r: Replica, ts: int) -> int | None:
+        """ListOffsets v9 to the leader for one special timestamp (LeaderEndPoint.fetchEarliestLocalOffset,
+        fetchLatestOffset, the KIP-1023 tiered offset); None when it fails."""
+        cls = load_request_schema(2, 9)
+        req = build(cls, {"replica_id": self.node_id, "isolation_level": 0, "topics": [
+            {"name": r.topic, "partitions": [{"partition_index": r.partition, "current_leader_epoch": r.leader_epoch,
+                                              "timestamp": ts}]}]})
+        try:
+            resp = await client.request(req, timeout=5)
+        except (OSError, asyncio.TimeoutError, ConnectionError):
+            return None
+        p = resp.topics[0].partitions[0]
+        return int(p.offset) if p.error_code is ErrorCode.none else None
+
+    async def _maybe_start_from_tiered_offset(self, r: Replica, client: Client) -> None:
+        """KIP-1023: an empty follower of a tiered topic starts at the leader's last tiered
+        offset + 1 (ReplicaFetcherThread.shouldFetchFromLastTieredOffset)."""
+        r.tier_start_checked = True
+        if not (self.rlm.follower_from_tiered and self.rlm.enabled(r.topic) and r.log.log_end_offset == 0):
+            return
+        leader_leo = await self._list_offset(client, r, -1)
+        if leader_leo is None or not self.rlm.should_fetch_from_last_tiered_offset(r, leader_leo):
+            return
+        tiered = await self._list_offset(client, r, -5)  # LATEST_TIERED_TIMESTAMP (KIP-1005)
+        if tiered is None or tiered < 0:
+            return  # nothing tiered yet: fetch from 0 as before
+        if self.rlm.bootstrap_at(r, tiered + 1, reason="kip1023_last_tiered_offset"):
+            self.ev.emit("follower_tiered_start", topic=r.topic, partition=r.partition, broker=self.node_id,
+                         leader=r.leader, fetch_offset=r.log.log_end_offset, reason="last_tiered_offset")
+
     # ------------------------------------------------------------------ fetchers (follower side)
 
     def fetchers_add(self, r: Replica) -> None:
@@ -447,6 +561,9 @@ class Broker:
                 if client:
                     client.close()
                 client = Client(reg.host, reg.port, f"kraftsim-replica-{self.node_id}", local_host=self.host)
+            for k in keys:
+                if not self.replicas[k].tier_start_checked:
+                    await self._maybe_start_from_tiered_offset(self.replicas[k], client)
             by_topic: dict[str, list[dict]] = {}
             for k in keys:
                 r = self.replicas[k]
@@ -483,6 +600,17 @@ class Broker:
         code = pd.error_code
         if code is ErrorCode.offset_out_of_range:
             await self._truncate_to_leader_end(r, client)
+            return False
+        if code is ErrorCode.offset_moved_to_tiered_storage:
+            # TierStateMachine.start: the leader's local log start (EARLIEST_LOCAL_TIMESTAMP), then
+            # buildRemoteLogAuxState: start just past the tiered segment below it
+            off = await self._list_offset(client, r, -4)
+            if off is None or self.rlm.storage is None:
+                return True
+            if not self.rlm.bootstrap_at(r, off, reason="offset_moved_to_tiered_storage"):
+                return True
+            self.ev.emit("follower_tiered_start", topic=r.topic, partition=r.partition, broker=self.node_id,
+                         leader=r.leader, fetch_offset=r.log.log_end_offset, reason="offset_moved_to_tiered_storage")
             return False
         if code is not ErrorCode.none:
             return True
@@ -631,11 +759,16 @@ class Broker:
                     else ErrorCode.unknown_leader_epoch}, 0
         off = int(pd.fetch_offset)
         log = r.log
-        base.update(high_watermark=r.hwm, last_stable_offset=r.hwm, log_start_offset=log.log_start_offset,
+        log_start = self.rlm.log_start_offset(r)  # UnifiedLog.logStartOffset: remote data included
+        base.update(high_watermark=r.hwm, last_stable_offset=r.hwm, log_start_offset=log_start,
                     current_leader={"leader_id": self.node_id, "leader_epoch": r.leader_epoch})
+        # ReplicaManager.handleOffsetOutOfRangeError: an offset in the remote tier only
+        tiered = log_start <= off < log.log_start_offset
         if rid >= 0:  # follower fetch
             if rid not in r.replicas:
                 return {**base, "error_code": ErrorCode.not_leader_or_follower}, 0
+            if tiered:  # the follower builds its state from the tier (TierStateMachine.start)
+                return {**base, "error_code": ErrorCode.offset_moved_to_tiered_storage}, 0
             lfe = int(getattr(pd, "last_fetched_epoch", -1))
             if lfe >= 0:
                 e, end = log.end_offset_for_epoch(lfe)
@@ -645,9 +778,17 @@ class Broker:
             if off > log.log_end_offset or off < log.log_start_offset:
                 return {**base, "error_code": ErrorCode.offset_out_of_range}, 0
             r.on_follower_fetch(rid, off, repoch)
+            # seed 004: the follower's local log start, from which the leader derives the local
+            # log state the seed's new Fetch fields would carry (see Replica.local_log_state)
+            r.followers[rid].local_log_start_offset = int(getattr(pd, "log_start_offset", -1))
             base.update(high_watermark=r.hwm, last_stable_offset=r.hwm)
             data = log.read(off, min(int(pd.partition_max_bytes), MAX_PARTITION_BYTES))
         else:
+            if tiered:  # consumers read the remote tier (RemoteLogManager.read via DelayedRemoteFetch)
+                data = self.rlm.read_remote(r, off, int(pd.partition_max_bytes) or MAX_PARTITION_BYTES, r.hwm)
+                if not data and off < r.hwm:
+                    return {**base, "error_code": ErrorCode.offset_out_of_range}, 0
+                return {**base, "error_code": ErrorCode.none, "records": data}, len(data)
             if off > log.log_end_offset or off < log.log_start_offset:
                 return {**base, "error_code": ErrorCode.offset_out_of_range}, 0
             try:
@@ -669,8 +810,9 @@ class Broker:
                     parts.append({"partition_index": p, "error_code": err})
                     continue
                 ts = int(pd.timestamp)
-                if ts == -2:
-                    off = r.log.log_start_offset
+                special = self.rlm.list_offset(r, ts)  # -2 and the tiered-storage timestamps
+                if special is not None:
+                    off = special
                 elif ts == -1:
                     off = r.log.log_end_offset if rid >= 0 else r.hwm
                 else:
@@ -803,7 +945,8 @@ class Broker:
         self.server.gate = self.serving
         await self.server.start(self.host, self.port)
         self.tasks = [asyncio.ensure_future(self._supervise(f)) for f in
-                      (self.lifecycle_loop, self.metadata_loop, self.alter_loop, self.leader_loop)]
+                      (self.lifecycle_loop, self.metadata_loop, self.alter_loop, self.leader_loop,
+                       self.remote_loop)]
         await stop.wait()
         await self.shutdown()
 

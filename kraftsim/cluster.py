@@ -56,6 +56,8 @@ def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]
             "node.id": i, "process.roles": "broker", "listeners": f"PLAINTEXT://{prefix}.{1 + i}:{base + i}",
             "controller.quorum.bootstrap.servers": ctl, "log.dirs": root / f"broker-{i}" / "data",
             "event.log": root / f"broker-{i}" / "events.jsonl", "pid.file": root / f"broker-{i}.pid",
+            # KIP-405's remote tier: one directory for every broker (object storage stand-in)
+            "remote.log.storage.dir": root / "remote-storage",
         }
     for cfg in nodes.values():
         cfg.update(overrides)

@@ -121,6 +121,23 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     # seed 002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
     # BrokerLifecycleManager never does, so this is off unless a campaign explores the draft.
     "seed002.self.fence.enable": (_bool, False),
+    # KIP-405 tiered storage, the slice seed 004 needs (kraftsim/storage/remote.py). The remote
+    # tier is a directory standing in for object storage (Kafka's test LocalTieredStorage); the
+    # embedded cluster defaults it to DIR/remote-storage, shared by every broker. Topic configs:
+    # remote.storage.enable, local.retention.ms, local.retention.bytes (-2 = retention.ms/bytes,
+    # which kraftsim does not model: nothing is deleted).
+    "remote.log.storage.system.enable": (_bool, False),
+    "remote.log.storage.dir": (_path, None),
+    "remote.log.manager.task.interval.ms": (_int(50), 1000),  # Kafka 30000: copy cadence
+    "log.retention.check.interval.ms": (_int(50), 1000),      # Kafka 300000: retention cadence
+    "log.local.retention.ms": (_int(-2), -2),
+    "log.local.retention.bytes": (_int(-2), -2),
+    # KIP-1023: an empty follower of a tiered topic starts at the last tiered offset + 1
+    "follower.fetch.last.tiered.offset.enable": (_bool, False),
+    # seed 004 (a KIP under discussion, NOT Kafka): prefer replicas whose local log covers this
+    # long / this many bytes in leader elections; -1 = off. Topic-level overrides, same names.
+    "leader.election.eligible.local.log.ms": (_int(-1), -1),
+    "leader.election.eligible.local.log.bytes": (_int(-1), -1),
     "event.log": (_path, None),
     "pid.file": (_path, None),
     "cluster.id": (_nonempty, "kraftsim-cluster-0000000"),

@@ -36,7 +36,7 @@ from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage, 
                                PartitionState)
 from kraftsim.partition_change import Election, PartitionChangeBuilder
 from kraftsim.storage.records import encode_batch
-from kraftsim.wire import Peer, Server, build
+from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -64,6 +64,10 @@ class Controller:
         self.changed = asyncio.Event()
         self.server: Server | None = None
         self.stopping = False
+        #: seed 004: (topic, partition) -> broker -> (LocalLogStartTimestamp, LocalLogSizeBytes)
+        #: as the partition's leader last reported them. Kept in memory (the seed stores them in
+        #: partition metadata): after a controller restart every replica is "unknown" = eligible.
+        self.local_log: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
 
     # ------------------------------------------------------------------ log
 
@@ -130,7 +134,62 @@ class Controller:
         b = PartitionChangeBuilder(ps, acceptable, self.cfg.features, self.effective_min_isr(ps.topic))
         if self._topic_cfg(ps.topic, "unclean.leader.election.enable"):
             b.set_election(Election.UNCLEAN)
+        ms, by = self._seed004_thresholds(ps.topic)
+        if ms > 0 or by > 0:
+            b.set_local_log_eligibility(lambda r: self._local_log_eligible(ps.topic, ps.partition, r))
         return b
+
+    # ------------------------------------------------------------------ seed 004 (a proposal)
+
+    def _seed004_thresholds(self, topic: str) -> tuple[int, int]:
+        """leader.election.eligible.local.log.ms / .bytes: topic config over the controller's;
+        -1 (the default) = off, Kafka's behaviour."""
+        return (int(self._topic_cfg(topic, "leader.election.eligible.local.log.ms")),
+                int(self._topic_cfg(topic, "leader.election.eligible.local.log.bytes")))
+
+    def _local_log_eligible(self, topic: str, partition: int, broker: int, now_ms: int | None = None) -> bool:
+        """Seed 004, "Eligibility Criteria": eligible when the local log spans at least the ms
+        threshold (now - LocalLogStartTimestamp) OR holds at least the bytes threshold; a replica
+        whose state is unknown counts as eligible. An empty local log (timestamp -1) spans nothing."""
+        st = self.local_log.get((topic, partition), {}).get(broker)
+        if st is None:
+            return True
+        ts, size = st
+        ms, by = self._seed004_thresholds(topic)
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        return (ms > 0 and ts >= 0 and now_ms - ts >= ms) or (by > 0 and size >= by)
+
+    async def h_local_log_report(self, body: bytes, peer: Peer) -> bytes:
+        """Seed 004's local-log state of the ISR members, from the partition's leader (kraftsim's
+        stand-in for the seed's new AlterPartition fields, kraftsim/wire.py PRIVATE_LOCAL_LOG_REPORT).
+        Accepted like AlterPartition: the sender's broker epoch current, and per partition the
+        sender the leader at that leader epoch; a reported broker must be in the ISR."""
+        try:
+            d = json.loads(body)
+            bid, epoch = int(d["broker_id"]), int(d["broker_epoch"])
+        except (ValueError, KeyError, TypeError):
+            return b'{"error":"INVALID_REQUEST"}'
+        reg = self.image.brokers.get(bid)
+        if reg is None or reg.broker_epoch != epoch:
+            return b'{"error":"STALE_BROKER_EPOCH"}'
+        for p in d.get("partitions", []):
+            ps = self.image.partition(p.get("topic"), int(p.get("partition", -1)))
+            if ps is None or ps.leader != bid or ps.leader_epoch != int(p.get("leader_epoch", -1)):
+                continue
+            known = self.local_log.setdefault((ps.topic, ps.partition), {})
+            for m in p.get("replicas", []):
+                if int(m["broker"]) in ps.isr:
+                    known[int(m["broker"])] = (int(m["local_log_start_timestamp"]), int(m["local_log_size_bytes"]))
+        return b'{"error":null}'
+
+    def _local_log_view(self, ps: PartitionState) -> dict[str, Any]:
+        """For ``leader_elected``: each replica's reported local log and eligibility (seed 004)."""
+        now = int(time.time() * 1000)
+        known = self.local_log.get((ps.topic, ps.partition), {})
+        return {str(r): {"local_log_start_timestamp": known[r][0] if r in known else None,
+                         "local_log_size_bytes": known[r][1] if r in known else None,
+                         "eligible": self._local_log_eligible(ps.topic, ps.partition, r, now)}
+                for r in ps.replicas}
 
     def _change_record(self, old: PartitionState, b: PartitionChangeBuilder, reason: str,
                        extra: dict | None = None) -> dict[str, Any] | None:
@@ -142,6 +201,8 @@ class Controller:
         why = reason
         if new.leader != old.leader and new.leader != NO_LEADER and b.elected_by not in (None, "isr"):
             why = b.elected_by
+        if new.leader != old.leader and new.leader != NO_LEADER and b.local_log_eligible is not None:
+            extra = {**(extra or {}), "local_log_preference": self._local_log_view(old)}
         return self._commit_partition(old, new, why, extra)
 
     def _commit_partition(self, old: PartitionState | None, new: PartitionState, reason: str,
@@ -492,6 +553,7 @@ class Controller:
         self.server = Server(CONTROLLER_APIS, {1: self.h_fetch, 19: self.h_create_topics, 56: self.h_alter_partition,
                                                62: self.h_registration, 63: self.h_heartbeat},
                              on_error=self.ev.log)
+        self.server.raw_handlers[PRIVATE_LOCAL_LOG_REPORT] = self.h_local_log_report
         await self.server.start(host, port)
         task = asyncio.ensure_future(self.session_loop())
         await stop.wait()

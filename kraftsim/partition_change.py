@@ -82,6 +82,8 @@ class PartitionChangeBuilder:
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
+        #: seed 004's eligibility test (None: the preference is off, Kafka's behaviour)
+        self.local_log_eligible: Callable[[int], bool] | None = None
         #: how the leader was chosen when it changed: "isr", "elr", "last_known_leader", "unclean"
         self.elected_by: str | None = None
 
@@ -98,6 +100,20 @@ class PartitionChangeBuilder:
     def set_unclean_shutdown_replicas(self, replicas: list[int]) -> "PartitionChangeBuilder":
         self.unclean_shutdown_replicas = list(replicas)
         return self
+
+    def set_local_log_eligibility(self, eligible: Callable[[int], bool]) -> "PartitionChangeBuilder":
+        """Seed 004 (a proposal, NOT Kafka; only when its thresholds are set): replicas whose local
+        log is long enough are tried first in the election."""
+        self.local_log_eligible = eligible
+        return self
+
+    def _election_order(self) -> list[int]:
+        """Seed 004, "Leader Election Algorithm Changes": stably sort the target replicas so
+        eligible ones come first (assignment order kept within each group); without the
+        preference, Kafka's order: the target replicas as assigned."""
+        if self.local_log_eligible is None:
+            return self.target_replicas
+        return sorted(self.target_replicas, key=lambda r: not self.local_log_eligible(r))
 
     def set_target_leader_recovery_state(self, lrs: int) -> "PartitionChangeBuilder":
         self.target_leader_recovery_state = lrs
@@ -124,7 +140,7 @@ class PartitionChangeBuilder:
         """electAnyLeader (ONLINE and UNCLEAN)."""
         if self.partition.leader != NO_LEADER and self._is_valid_new_leader(self.partition.leader):
             return ElectionResult(self.partition.leader, False)
-        for r in self.target_replicas:
+        for r in self._election_order():
             if self._is_valid_new_leader(r):
                 self.elected_by = "isr" if r in self.target_isr else "elr"
                 return ElectionResult(r, False)

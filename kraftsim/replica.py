@@ -38,6 +38,8 @@ class FollowerState:
     last_fetch: float = 0.0
     last_caught_up: float = 0.0
     leader_leo_at_last_fetch: int = -1
+    #: the follower's local log start offset, as its Fetch says (``FetchPartition.LogStartOffset``)
+    local_log_start_offset: int = -1
 
 
 @dataclass(eq=False)
@@ -79,6 +81,8 @@ class Replica:
         self.followers: dict[int, FollowerState] = {}
         self.pending: PendingChange | None = None
         self.waiters: list[tuple[int, asyncio.Future]] = []
+        #: KIP-1023: whether this follower incarnation already decided where to start fetching
+        self.tier_start_checked = False
 
     # ------------------------------------------------------------------ metadata
 
@@ -175,10 +179,30 @@ class Replica:
                        hwm=self.hwm, local_log_size_bytes=self.log.size_bytes,
                        local_log_start_timestamp=first_ts, leader_recovery_state=self.leader_recovery_state)
 
+    def local_log_state(self, rid: int) -> tuple[int, int] | None:
+        """Seed 004's (LocalLogStartTimestamp, LocalLogSizeBytes) of replica ``rid`` as this leader
+        knows it; None when unknown (the controller then counts the replica as eligible).
+
+        The seed adds both values to the follower's Fetch; kio's Fetch schema has no such fields,
+        so the leader derives them from what Fetch already carries — the follower's log start
+        offset and its fetch offset (= its LEO) — by reading those offsets in its own log or the
+        remote tier: replicas hold the leader's batches byte for byte, so the batch at the
+        follower's start has the timestamp the follower's time index would give, and the bytes
+        between start and LEO are the follower's local log size.
+        """
+        if rid == self.b.node_id:
+            return self.log.local_log_start_timestamp(), self.log.size_bytes
+        fs = self.followers.get(rid)
+        if fs is None or fs.local_log_start_offset < 0 or fs.leo < 0:
+            return None
+        return self.b.rlm.batch_timestamp(self, fs.local_log_start_offset, fs.leo), \
+            self.b.rlm.bytes_between(self, fs.local_log_start_offset, fs.leo)
+
     def _become_follower(self, ps: PartitionState) -> None:
         self.fail_waiters(ErrorCode.not_leader_or_follower)
         self.role, self.leader, self.leader_epoch = "follower", ps.leader, ps.leader_epoch
         self.followers = {}
+        self.tier_start_checked = False
         self._clear_pending()
         self.b.fetchers_add(self)
 

@@ -160,6 +160,23 @@ def error_response(api_key: int, version: int, code: ErrorCode, extra: dict | No
     return build(load_response_schema(api_key, version), extra or {}, fill_error=code)
 
 
+# --------------------------------------------------------------------------- private requests
+
+#: kraftsim-only request keys, outside Kafka's range (Kafka's api keys are < 100). A request is
+#: Kafka's header v1 (api key, version, correlation id, client id) and a JSON body; the response
+#: is the correlation id and a JSON body. They carry what a proposal adds to Kafka's protocol
+#: while kio's schemas lack it: 10004 = seed 004's local-log report (LocalLogStartTimestamp /
+#: LocalLogSizeBytes per ISR member, which the seed adds to AlterPartition). A proxy that does
+#: not know the key passes it on untouched; a Kafka broker would answer UNSUPPORTED_VERSION.
+PRIVATE_LOCAL_LOG_REPORT = 10004
+
+
+def private_body(data: bytes) -> bytes:
+    """The body of a private request (after header v1's nullable client id)."""
+    (n,) = struct.unpack(">h", data[8:10])
+    return data[10 + max(n, 0):]
+
+
 # --------------------------------------------------------------------------- server
 
 Handler = Callable[[Any, Any, "Peer"], Awaitable[Any]]
@@ -189,6 +206,9 @@ class Server:
         self.on_error = on_error or (lambda m: None)
         self.server: asyncio.AbstractServer | None = None
         self.writers: set[asyncio.StreamWriter] = set()
+        #: api_key -> async handler(body bytes, peer) -> body bytes, for kraftsim's private
+        #: requests that have no Kafka schema (never advertised in ApiVersions; see PRIVATE_APIS)
+        self.raw_handlers: dict[int, Callable[[bytes, "Peer"], Awaitable[bytes]]] = {}
         #: when set, requests wait for it before they are processed: Kafka binds its listeners
         #: early but enables request processing only at the end of start-up
         #: (BrokerServer.startup → SocketServer.enableRequestProcessing)
@@ -256,6 +276,9 @@ class Server:
         if self.gate is not None and not self.gate.is_set():
             await self.gate.wait()
         api_key, version, corr = peek_header(data)
+        raw = self.raw_handlers.get(api_key)
+        if raw is not None:
+            return frame(struct.pack(">i", corr), await raw(private_body(data), peer))
         lo_hi = self.versions.get(api_key)
         if api_key == 18 and (lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]):
             # KIP-511: answer with a v0 response listing what we support.
@@ -330,6 +353,10 @@ class Client:
                 if item is None:
                     continue
                 fut, cls = item
+                if cls is None:  # a private request: the body as bytes
+                    if not fut.done():
+                        fut.set_result(bytes(data[4:]))
+                    continue
                 try:
                     _, n = entity_reader(cls.__header_schema__)(data, 0)
                     resp, _ = entity_reader(cls)(data, n)
@@ -357,6 +384,25 @@ class Client:
         self.pending[corr] = (fut, load_response_schema(cls.__api_key__, cls.__version__))
         assert self.writer is not None
         self.writer.write(frame(encode(header), encode(req)))
+        try:
+            await self.writer.drain()
+            return await asyncio.wait_for(fut, timeout)
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            self.pending.pop(corr, None)
+            self.close()
+            raise
+
+    async def request_private(self, api_key: int, body: bytes, timeout: float = 10.0) -> bytes:
+        """A kraftsim-private request (see PRIVATE_LOCAL_LOG_REPORT); returns the response body."""
+        if not self.connected:
+            await self.connect()
+        corr = next(self.corr)
+        cid = self.client_id.encode()
+        header = struct.pack(">hhih", api_key, 0, corr, len(cid)) + cid
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.pending[corr] = (fut, None)  # type: ignore[assignment]
+        assert self.writer is not None
+        self.writer.write(frame(header, body))
         try:
             await self.writer.drain()
             return await asyncio.wait_for(fut, timeout)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Callable
 
@@ -402,6 +402,84 @@ class PartitionLog:
                 if data or (max_offset_exclusive is not None and seg.next_offset >= max_offset_exclusive):
                     return data
             return b""
+
+    # ------------------------------------------------------------------ tiered storage (KIP-405)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """UnifiedLog.localLogStartOffset: the first offset held by a local segment. A
+        PartitionLog is Kafka's LocalLog, so this equals ``log_start_offset``; the partition's
+        overall log start (remote data included) is the broker's to compute."""
+        return self._log_start_offset
+
+    def closed_segments(self) -> list[tuple[int, int, int]]:
+        """(base offset, next offset, size) of every non-empty segment but the active one."""
+        with self._lock:
+            return [(s.base_offset, s.next_offset, s.size) for s in self._segments[:-1] if s.size]
+
+    def segment_data(self, base_offset: int) -> bytes:
+        with self._lock:
+            i = bisect_right(self._bases, base_offset) - 1
+            if i < 0 or self._bases[i] != base_offset:
+                raise OffsetOutOfRange(f"{self.topic}-{self.partition}: no segment at {base_offset}")
+            return self._segments[i].read_all()
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """Bytes of the local batches lying wholly in [start, end) (seed 004's local log size of a
+        replica whose log runs from ``start`` to ``end``)."""
+        with self._lock:
+            total = 0
+            for seg in self._segments:
+                lasts, poss = seg.last_offsets, seg.positions
+                n = len(lasts)
+                if not n or lasts[-1] < start or seg.base_offset >= end:
+                    continue
+                i, j = bisect_left(lasts, start), bisect_left(lasts, end)
+                if j > i:
+                    total += (poss[j] if j < n else seg.size) - poss[i]
+            return total
+
+    def segment_largest_timestamp(self, base_offset: int) -> int:
+        """LogSegment.largestTimestamp (the largest batch max timestamp), from batch headers."""
+        data = self.segment_data(base_offset)
+        return max((h.max_timestamp for h in records.iter_batches(data, 0, check_crc=False)), default=-1)
+
+    def local_log_start_timestamp(self) -> int:
+        """Seed 004's LocalLogStartTimestamp: the time index's first entry for the local log start
+        (the first batch's max timestamp); -1 for an empty log."""
+        with self._lock:
+            for seg in self._segments:
+                if seg.size:
+                    head = next(iter(records.iter_batches(seg.read(seg.base_offset, 1, None), 0, check_crc=False)), None)
+                    return head.max_timestamp if head is not None else -1
+            return -1
+
+    def delete_segments_below(self, offset: int, reason: str) -> int:
+        """Delete whole local segments that end at or below ``offset`` (never the active one) and
+        advance the local log start offset to the first one kept (UnifiedLog.deleteOldSegments →
+        deleteSegments → maybeIncrementLocalLogStartOffset). Returns the segments deleted."""
+        with self._lock:
+            n = 0
+            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                seg = self._segments.pop(0)
+                self._bases.pop(0)
+                seg.delete()
+                n += 1
+            if n:
+                self._dir_dirty = True
+                old = self._log_start_offset
+                self._log_start_offset = self._bases[0]
+                self._emit("local_log_start_advanced", from_offset=old, to_offset=self._log_start_offset,
+                           reason=reason, segments_deleted=n)
+            return n
+
+    def assign_epochs(self, entries: list[tuple[int, int]]) -> None:
+        """Leader-epoch entries restored from the remote tier (TierStateMachine.buildRemoteLogAuxState:
+        ``leaderEpochCache.assign(epochs)``), for a replica that starts past offsets it never held."""
+        with self._lock:
+            for e, s in entries:
+                self.epoch_cache.assign(e, s, persist=False)
+            self.epoch_cache.flush()
 
     # ------------------------------------------------------------------ truncation
 
