@@ -113,8 +113,10 @@ def write_suite_index(suite_dir: str | Path) -> Path:
             "run": Path(r["run_dir"]).name if r.get("run_dir") else "",
             "seed": c["cell"].get("seed"), "overrides": " ".join(c["cell"]["overrides"]),
             "campaign": Path(c["cell"]["campaign"]).name, "trend": tr.get(c["id"], []),
+            "notes": "; ".join(r.get("notes") or []), "index": c["cell"].get("index", 0),
         })
-    rows.sort(key=lambda x: (ORDER.get(x["outcome"], 9), x["id"]))
+    # unexpected first; within an outcome the suite's own order keeps each pair together
+    rows.sort(key=lambda x: (ORDER.get(x["outcome"], 9), x["index"]))
     counts: dict[str, int] = {}
     for x in rows:
         counts[x["outcome"]] = counts.get(x["outcome"], 0) + 1
