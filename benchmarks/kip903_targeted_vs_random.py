@@ -237,6 +237,8 @@ def run_line(r: dict[str, Any]) -> str:
          f"  acked-missing {r.get('acked_missing')!s:5s} 107s {r.get('ineligible_replica', 0):<3d}")
     if "lost" in r:
         s += f" lost_write {r['lost']:<5d} acked {r.get('acked')!s:6s}"
+        if r.get("mechanisms"):
+            s += "  mechanisms " + ", ".join(f"{m}={n}" for m, n in r["mechanisms"].items())
         if r.get("classes"):
             s += "  " + "; ".join(f"{n}x {c}" for c, n in r["classes"].items())
     if r.get("error"):
@@ -286,6 +288,7 @@ def check_all(rows: list[dict[str, Any]], log: Path) -> None:
                 r.update(lost=int(c.get("lost_write", 0)), inconsistent=int(c.get("inconsistent_offset", 0)),
                          acked=v.get("acked_writes"), valid=v.get("valid"), as_expected=v.get("as_expected"),
                          check_s=round(time.monotonic() - c0, 1))
+                r["mechanisms"] = v.get("mechanisms") or {}   # the checker's own loss stories
                 classes = Counter(classify(a) for a in v.get("attribution") or [])
                 r["classes"] = dict(classes.most_common())
                 r["classified"] = sum(classes.values())
