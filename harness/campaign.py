@@ -23,7 +23,7 @@ from nemeses.schedule import Schedule, parse_schedule
 
 TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "seed")
 TARGET_KEYS = ("inventory", "settings")
-TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas")
+TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
                  "recovery_timeout", "value_bytes", "request_timeout")
 EXPECT = ("no-loss", "loss")
@@ -35,6 +35,8 @@ class TopicSpec:
     partitions: int = 3
     replication_factor: int = 3
     min_insync_replicas: int = 2
+    #: further topic configs, Kafka's names (e.g. remote.storage.enable, local.retention.ms)
+    configs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,6 +146,12 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
         replication_factor=c.integer(t.get("replication_factor", d.replication_factor), "topic.replication_factor", min=1),
         min_insync_replicas=c.integer(t.get("min_insync_replicas", d.min_insync_replicas), "topic.min_insync_replicas", min=1),
     )
+    tconf = c.mapping(t.get("configs"), "topic.configs")
+    for k, v in tconf.items():
+        c.scalar(v, join("topic.configs", k))
+        if k == "min.insync.replicas":
+            raise c.fail(join("topic.configs", k), "set topic.min_insync_replicas instead")
+    topic.configs = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in tconf.items()}
     if not all(ch.isalnum() or ch in "._-" for ch in topic.name) or len(topic.name) > 249:
         raise c.fail("topic.name", f"a Kafka topic name uses only letters, digits, '.', '_' and '-', got {topic.name!r}")
     if topic.min_insync_replicas > topic.replication_factor:

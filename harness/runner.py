@@ -127,7 +127,7 @@ def create_topic(bootstrap: str, camp: Campaign, timeout: float = 30.0) -> None:
     t = camp.topic
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
     nt = NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor,
-                  config={"min.insync.replicas": str(t.min_insync_replicas)})
+                  config={**t.configs, "min.insync.replicas": str(t.min_insync_replicas)})
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
@@ -193,7 +193,7 @@ class Runner:
             # the topic as created: the checker's min-ISR invariant reads min_insync_replicas here
             "topic": {"name": c.topic.name, "partitions": c.topic.partitions,
                       "replication_factor": c.topic.replication_factor,
-                      "min_insync_replicas": c.topic.min_insync_replicas},
+                      "min_insync_replicas": c.topic.min_insync_replicas, "configs": dict(c.topic.configs)},
             "command": self.command, **extra,
         })
         self.run_json.setdefault("started_wall", time.time())
