@@ -113,7 +113,13 @@ def host_node_ids(run_dir: Path) -> dict[str, int]:
     """Host name -> node id. The embedded cluster names brokers ``broker-<id>``; a lab inventory
     (RUN/inventory.yaml, else the run's inventory) says it per host."""
     ids: dict[str, int] = {}
-    for cand in (run_dir / "inventory.yaml", run_dir / "cluster" / "inventory.yaml"):
+    try:
+        recorded = [Path(json.loads((run_dir / "run.json").read_text()).get("inventory") or "")]
+    except (OSError, ValueError):
+        recorded = []
+    for cand in (run_dir / "inventory.yaml", run_dir / "cluster" / "inventory.yaml", *recorded):
+        if cand == Path(""):
+            continue
         if cand.exists():
             try:
                 from harness.inventory import load_inventory
