@@ -323,6 +323,7 @@ class SuiteRunner:
         if todo:
             self._warm = threading.Thread(target=self._warm_session, name="spark-warm", daemon=True)
             self._warm.start()
+        interrupted = False
         try:
             for cell in todo:
                 rec = self.run_cell(cell)
@@ -332,12 +333,15 @@ class SuiteRunner:
                 self.say(f"[{self.progress.done}/{self.progress.total}] {cell.id}: {rec['outcome']}: {rec['reason']}")
                 self.write_outputs()
         except SuiteInterrupted as e:
+            interrupted = True
             self._stop_child()
             append(self.log, {"event": "suite_interrupted", "signal": str(e)})
             self.write_outputs()
             return EXIT_INFRA
         finally:
-            if self._warm is not None:
+            # interrupted while Spark still starts: do not wait for it (a minute on a loaded
+            # box); its JVM exits when this process does (pyspark's gateway watches our pipe)
+            if self._warm is not None and not interrupted:
                 self._warm.join()
                 self._warm = None
             if self.spark is not None:
