@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", required=True)
     c = sub.add_parser("cluster")
     c.add_argument("--brokers", type=int, default=3)
+    c.add_argument("--controllers", type=int, default=1, help="controllers (a raft quorum when more than 1)")
     c.add_argument("--dir", required=True)
     c.add_argument("--host-prefix", default="127.0.0")
     c.add_argument("--base-port", type=int, default=19092)

@@ -39,6 +39,7 @@ from kraftsim.storage import records as rec
 from kraftsim.storage.log import OffsetOutOfRange
 from kraftsim.storage.manager import LogManager
 from kraftsim.tiering import RemoteLogManager
+from kraftsim.raft.controller_channel import ControllerLocator, QuorumClient
 from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Client, Peer, Server, build
 
 BROKER_APIS = {
@@ -68,6 +69,7 @@ class Broker:
         if self.adv_host in ("0.0.0.0", ""):
             self.adv_host = "127.0.0.1"
         self.ctl_host, self.ctl_port = cfg["controller.quorum.bootstrap.servers"]
+        self.ctl_locator = ControllerLocator.from_config(cfg)
         self.session_s = int(cfg["broker.session.timeout.ms"]) / 1000
         self.hb_s = int(cfg["broker.heartbeat.interval.ms"]) / 1000
         self.self_fence_s = cfg.self_fence_ms / 1000
@@ -127,8 +129,10 @@ class Broker:
             return int(t.configs["min.insync.replicas"])
         return int(self.cfg["min.insync.replicas"])
 
-    def controller_client(self, name: str) -> Client:
-        return Client(self.ctl_host, self.ctl_port, f"kraftsim-broker-{self.node_id}-{name}", local_host=self.host)
+    def controller_client(self, name: str) -> QuorumClient:
+        """One channel to the active controller (NodeToControllerChannelManager): it follows
+        NOT_CONTROLLER and leader hints among ``controller.quorum.voters`` (kraftsim/raft/)."""
+        return QuorumClient(self.ctl_locator, f"kraftsim-broker-{self.node_id}-{name}", local_host=self.host)
 
     # ------------------------------------------------------------------ metadata
 

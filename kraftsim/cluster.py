@@ -5,7 +5,9 @@ loss after a crash), so each node is a real process with its own pid file, confi
 and event log. Layout under DIR:
 
 - ``controller.properties``, ``controller.pid``, ``controller/metadata/``, ``controller/events.jsonl``
-  (controller node id 1000, listening on HOST_PREFIX.1:BASE_PORT);
+  (controller node id 1000, listening on HOST_PREFIX.1:BASE_PORT); with ``--controllers N`` > 1,
+  ``controller-<k>.*`` and ``controller-<k>/`` for k = 1..N (node ids 1000..1000+N-1, listening on
+  HOST_PREFIX.(240+k):BASE_PORT), a raft quorum (``controller.quorum.voters``);
 - ``broker-<id>.properties``, ``broker-<id>.pid``, ``broker-<id>/data/``, ``broker-<id>/events.jsonl``
   (broker ids 1..N on HOST_PREFIX.(1+id):BASE_PORT+id);
 - ``features.json``: the metadata.version and the Kafka behaviours it gates (or an explicit key
@@ -41,24 +43,49 @@ def _props(d: dict[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in d.items())
 
 
-def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]) -> dict[str, dict]:
-    """The config of every node, by name ('controller', 'broker-1', ...)."""
-    ctl_host = f"{prefix}.1"
-    ctl = f"{ctl_host}:{base}"
+def controller_names(controllers: int) -> list[str]:
+    """'controller' alone (the historical layout), else 'controller-1' .. 'controller-N'."""
+    return ["controller"] if controllers == 1 else [f"controller-{k}" for k in range(1, controllers + 1)]
+
+
+def controller_hosts(controllers: int, prefix: str) -> list[str]:
+    """One address per controller: PREFIX.1 alone, else PREFIX.241, PREFIX.242, ... so that an
+    iptables rule or a relay can single out one controller (brokers are PREFIX.2 .. PREFIX.201)."""
+    return [f"{prefix}.1"] if controllers == 1 else [f"{prefix}.{240 + k}" for k in range(1, controllers + 1)]
+
+
+def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str],
+           controllers: int = 1) -> dict[str, dict]:
+    """The config of every node, by name ('controller' or 'controller-1', ..., 'broker-1', ...).
+
+    With several controllers they form a raft quorum (``controller.quorum.voters``, Kafka's
+    ``id@host:port`` list; node ids 1000, 1001, ...); brokers get every controller in
+    ``controller.quorum.bootstrap.servers`` and the voters, to map a leader id to its address.
+    """
+    names = controller_names(controllers)
+    hosts = controller_hosts(controllers, prefix)
+    ids = [CONTROLLER_ID + k for k in range(controllers)]
+    voters = ",".join(f"{i}@{h}:{base}" for i, h in zip(ids, hosts))
     nodes: dict[str, dict] = {}
-    nodes["controller"] = {
-        "node.id": CONTROLLER_ID, "process.roles": "controller", "listeners": f"CONTROLLER://{ctl}",
-        "metadata.log.dir": root / "controller" / "metadata", "event.log": root / "controller" / "events.jsonl",
-        "pid.file": root / "controller.pid",
-    }
+    for name, host, nid in zip(names, hosts, ids):
+        nodes[name] = {
+            "node.id": nid, "process.roles": "controller", "listeners": f"CONTROLLER://{host}:{base}",
+            "metadata.log.dir": root / name / "metadata", "event.log": root / name / "events.jsonl",
+            "pid.file": root / f"{name}.pid",
+        }
+        if controllers > 1:
+            nodes[name]["controller.quorum.voters"] = voters
+    bootstrap = ",".join(f"{h}:{base}" for h in hosts)
     for i in range(1, n + 1):
         nodes[f"broker-{i}"] = {
             "node.id": i, "process.roles": "broker", "listeners": f"PLAINTEXT://{prefix}.{1 + i}:{base + i}",
-            "controller.quorum.bootstrap.servers": ctl, "log.dirs": root / f"broker-{i}" / "data",
+            "controller.quorum.bootstrap.servers": bootstrap, "log.dirs": root / f"broker-{i}" / "data",
             "event.log": root / f"broker-{i}" / "events.jsonl", "pid.file": root / f"broker-{i}.pid",
             # KIP-405's remote tier: one directory for every broker (object storage stand-in)
             "remote.log.storage.dir": root / "remote-storage",
         }
+        if controllers > 1:
+            nodes[f"broker-{i}"]["controller.quorum.voters"] = voters
     for cfg in nodes.values():
         cfg.update(overrides)
     return nodes
@@ -135,6 +162,9 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
     n = int(args.brokers)
     if not 1 <= n <= 200:
         return _err("--brokers: a number from 1 to 200 is wanted")
+    nc = int(getattr(args, "controllers", 1))
+    if not 1 <= nc <= 9:
+        return _err("--controllers: a number from 1 to 9 is wanted")
     parts = args.host_prefix.split(".")
     if len(parts) != 3 or not all(p.isdigit() and int(p) < 256 for p in parts):
         return _err("--host-prefix: three octets like 127.0.0 are wanted")
@@ -152,7 +182,8 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         overrides[key] = value
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    nodes = layout(n, root, args.host_prefix, args.base_port, overrides)
+    nodes = layout(n, root, args.host_prefix, args.base_port, overrides, controllers=nc)
+    ctl_names = controller_names(nc)
     for name, cfg in nodes.items():
         (root / f"{name}.properties").write_text(_props(cfg))
         (root / name).mkdir(parents=True, exist_ok=True)
@@ -173,7 +204,7 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
     signal.signal(signal.SIGINT, on_signal)
 
     def start(name: str) -> subprocess.Popen:
-        role = "controller" if name == "controller" else "broker"
+        role = "controller" if name.startswith("controller") else "broker"
         out = open(root / name / "process.log", "ab")
         p = subprocess.Popen([sys.executable, "-m", "kraftsim", role, "--config", str(root / f"{name}.properties")],
                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -182,14 +213,14 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         children[p.pid] = p
         return p
 
-    ctl_events = root / "controller" / "events.jsonl"
-    ev_start = ctl_events.stat().st_size if ctl_events.exists() else 0
-    ctl = start("controller")
+    # brokers are unfenced by whichever controller is active: follow every controller's events
+    ctl_events = {name: root / name / "events.jsonl" for name in ctl_names}
+    pos = {name: (f.stat().st_size if f.exists() else 0) for name, f in ctl_events.items()}
+    bufs = {name: b"" for name in ctl_names}
+    ctls = {name: start(name) for name in ctl_names}
     brokers = {i: start(f"broker-{i}") for i in range(1, n + 1)}
     unfenced: set[int] = set()
     deadline = time.monotonic() + READY_TIMEOUT_S
-    pos = ev_start
-    buf = b""
     failure = None
     while len(unfenced) < n:
         if stop_flag["stop"]:
@@ -198,19 +229,20 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         if time.monotonic() > deadline:
             failure = f"not ready after {READY_TIMEOUT_S:.0f}s (unfenced brokers: {sorted(unfenced)}); see {root}/*/process.log"
             break
-        for name, p in [("controller", ctl), *[(f"broker-{i}", b) for i, b in brokers.items()]]:
+        for name, p in [*ctls.items(), *[(f"broker-{i}", b) for i, b in brokers.items()]]:
             if p.poll() is not None:
                 tail = (root / name / "process.log").read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
                 failure = f"{name} exited with code {p.returncode}: {tail[0]}"
         if failure:
             break
-        if ctl_events.exists():
-            with open(ctl_events, "rb") as f:
-                f.seek(pos)
-                chunk = f.read()
-            pos += len(chunk)
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
+        for name, f in ctl_events.items():
+            if not f.exists():
+                continue
+            with open(f, "rb") as fh:
+                fh.seek(pos[name])
+                chunk = fh.read()
+            pos[name] += len(chunk)
+            *lines, bufs[name] = (bufs[name] + chunk).split(b"\n")
             for line in lines:
                 try:
                     e = json.loads(line)
@@ -233,10 +265,11 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         if pid:
             bpids.add(pid)
     _stop([p for p in bpids if _alive(p)], children, grace=8.0)
-    cpids = {ctl.pid}
-    pid = _pid_of(root / "controller.pid", root)
-    if pid:
-        cpids.add(pid)
+    cpids = {p.pid for p in ctls.values()}
+    for name in ctl_names:
+        pid = _pid_of(root / f"{name}.pid", root)
+        if pid:
+            cpids.add(pid)
     _stop([p for p in cpids if _alive(p)], children, grace=5.0)
     if failure:
         return _err(failure) if "exited" not in failure else (print(f"kraftsim: cluster: {failure}", file=sys.stderr, flush=True) or 1)

@@ -67,6 +67,11 @@ def _hostport(v: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _voters(v: str) -> dict[int, tuple[str, int]]:
+    from kraftsim.raft.config import parse_voters  # QuorumConfig.parseVoterConnections
+    return parse_voters(v)
+
+
 def _dirs(v: str) -> list[Path]:
     parts = [p.strip() for p in v.split(",") if p.strip()]
     if not parts:
@@ -98,7 +103,15 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "listeners": (_listener, None),
     "advertised.listeners": (_listener, None),
     "controller.quorum.bootstrap.servers": (_hostport, None),
-    "controller.quorum.voters": (_hostport, None),
+    "controller.quorum.voters": (_voters, None),
+    # QuorumConfig (Kafka's names; kraftsim/raft/): election and fetch timeouts are half of
+    # Kafka's 1000/2000 ms, short like the session timeout below; the fetch timeout must stay
+    # above the raft Fetch long-poll (500 ms, KafkaRaftClient's MAX_FETCH_WAIT_MS)
+    "controller.quorum.election.timeout.ms": (_int(1), 500),
+    "controller.quorum.fetch.timeout.ms": (_int(600), 1000),
+    "controller.quorum.election.backoff.max.ms": (_int(1), 1000),
+    "controller.quorum.request.timeout.ms": (_int(1), 2000),
+    "controller.quorum.retry.backoff.ms": (_int(0), 20),
     "controller.listener.names": (_nonempty, "CONTROLLER"),
     "log.dirs": (_dirs, None),
     "metadata.log.dir": (_path, None),
@@ -211,7 +224,8 @@ def load(path: Path, role: str) -> Config:
     if values["process.roles"] != role:
         raise ConfigError(f"kraftsim: {path}: key 'process.roles': {role} is wanted for 'kraftsim {role}'")
     if role == "broker" and values["controller.quorum.bootstrap.servers"] is None:
-        values["controller.quorum.bootstrap.servers"] = values["controller.quorum.voters"]
+        voters = values["controller.quorum.voters"]
+        values["controller.quorum.bootstrap.servers"] = next(iter(voters.values())) if voters else None
     for key in REQUIRED[role]:
         if values.get(key) is None:
             raise ConfigError(f"kraftsim: {path}: key '{key}': required for a {role}")

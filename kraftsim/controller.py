@@ -1,10 +1,13 @@
-"""The KRaft controller: one process owning the persisted metadata log.
+"""The KRaft controller: the state machine over the replicated metadata log.
 
 What it models (seed 003 §1.2, §2.8, §2.9; KIP-903 = seed 000; KIP-704 = seed 001; KIP-966),
 each rule after Apache Kafka's ``metadata/.../controller`` package:
-- every decision is a record appended (fsync'ed) to the metadata log, then applied to the
-  in-memory image; a restarted controller replays the log and is the "new controller" of
-  seed 000 step 5;
+- every decision is a record written through the controllers' raft quorum (kraftsim/raft/,
+  KIP-595) and applied to the in-memory image at once; the request is answered once the
+  records are committed (QuorumController). Only the active controller (the raft leader, once it
+  replayed the log) serves brokers; the others answer NOT_CONTROLLER and replay committed
+  records. A new active controller — after a failover, or a lone controller's restart — is the
+  "new controller" of seed 000 step 5; it gives every broker a fresh session;
 - broker epoch = offset of the broker's registration record (cluster-wide monotonic);
 - registration (ClusterControlManager.registerBroker): DUPLICATE_BROKER_REGISTRATION only while
   the old incarnation's session is valid; a new incarnation is registered fenced, after its
@@ -31,12 +34,14 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.config import Config
+from kraftsim.raft.client import NotLeader
+from kraftsim.raft.config import QuorumConfig
+from kraftsim.raft.quorum_controller import MetadataQuorum
 from kraftsim.events import EventLog
-from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage, MetadataLogFile,
+from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage,
                                PartitionState)
 from kraftsim.partition_change import Election, PartitionChangeBuilder
-from kraftsim.storage.records import encode_batch
-from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build
+from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build, error_response
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -56,12 +61,21 @@ class Controller:
         self.ev = events
         self.node_id = int(cfg["node.id"])
         self.session_s = int(cfg["broker.session.timeout.ms"]) / 1000
-        mdir = Path(cfg["metadata.log.dir"]) / f"{METADATA_TOPIC}-0"
-        self.log_file = MetadataLogFile(mdir / "metadata.jsonl", fsync=True)
-        self.records: list[dict[str, Any]] = []
+        _, host, port = cfg["listeners"]
+        # the metadata log is replicated by the controllers' raft quorum (kraftsim/raft/); one
+        # controller without ``controller.quorum.voters`` is a quorum of itself, as in Kafka
+        voters = cfg["controller.quorum.voters"] or {self.node_id: (host, port)}
+        qc = QuorumConfig(voters=dict(voters), election_timeout_ms=int(cfg["controller.quorum.election.timeout.ms"]),
+                          fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
+                          election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
+                          request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
+                          retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]))
+        self.quorum = MetadataQuorum(self.node_id, str(cfg["cluster.id"]), host, qc, Path(cfg["metadata.log.dir"]),
+                                     events, self, segment_bytes=int(cfg["log.segment.bytes"]))
+        self.records: list[dict[str, Any]] = []  # by offset; a LeaderChange control record shows as leader_change
         self.image = MetadataImage()
         self.last_hb: dict[int, float] = {}
-        self.changed = asyncio.Event()
+        self.last_write = -1
         self.server: Server | None = None
         self.stopping = False
         #: seed 004: (topic, partition) -> broker -> (LocalLogStartTimestamp, LocalLogSizeBytes)
@@ -72,26 +86,71 @@ class Controller:
     # ------------------------------------------------------------------ log
 
     def load(self) -> None:
-        for off, rec in self.log_file.replay():
-            self.records.append(rec)
-            self.image.apply(off, rec)
+        """Resume the raft state; committed records come back through ``handle_commit`` (a lone
+        voter is elected, replays and becomes active right here)."""
+        self.quorum.raft.initialize()
+
+    def _apply(self, offset: int, rec: dict[str, Any]) -> None:
+        while len(self.records) < offset:
+            self.records.append({"type": "leader_change"})
+        self.records.append(rec)
+        self.image.apply(offset, rec)
+
+    def handle_commit(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+        """QuorumMetaLogListener.handleCommit: a standby replays committed records; the active
+        controller already applied its own when it wrote them."""
+        for off, rec in batch:
+            if off >= self.image.next_offset:
+                self._apply(off, rec)
+
+    def become_active(self, epoch: int) -> None:
+        """QuorumController.claim: every registered broker gets a fresh session
+        (ClusterControlManager.activate recreates the BrokerHeartbeatManager)."""
         now = time.monotonic()
-        for b in self.image.brokers:
-            self.last_hb[b] = now  # grace period after a controller restart
+        self.last_hb = {b: now for b in self.image.brokers}
+        self.ev.log(f"active controller in epoch {epoch} at offset {self.quorum.next_offset}")
+
+    def renounce(self, epoch: int) -> None:
+        """QuorumController.renounce: back to the last committed state; pending writes fail."""
+        self.image = MetadataImage()
+        self.records = []
+        for off, rec in self.quorum.committed_records():
+            self._apply(off, rec)
+        self.last_hb.clear()
+        self.local_log.clear()
+        self.ev.log(f"no longer the active controller (epoch {epoch})")
 
     def append(self, recs: list[dict[str, Any]]) -> int:
-        """Commit records (fsync) and apply them; returns the offset of the first."""
-        first = len(self.records)
-        items = [(first + i, r) for i, r in enumerate(recs)]
-        self.log_file.append(items)
-        for off, r in items:
-            self.records.append(r)
-            self.image.apply(off, r)
-        self.changed.set()
-        self.changed = asyncio.Event()
+        """Write records through the quorum (QuorumController.appendRecords) and apply them at
+        once; the request is answered after they commit (see ``_active_only``). Returns the
+        offset of the first. NotLeader when this controller is not the active one."""
+        first, last = self.quorum.append(recs)
+        for i, r in enumerate(recs):
+            self._apply(first + i, r)
+        self.last_write = last
         return first
 
-    # ------------------------------------------------------------------ helpers
+    def _active_only(self, api: int, handler: Any) -> Any:
+        """Only the active controller serves the controller APIs (NOT_CONTROLLER otherwise), and
+        a write is answered once committed (QuorumController's deferred event queue)."""
+        async def serve(header: Any, req: Any, peer: Peer) -> Any:
+            if not self.quorum.is_active():
+                return error_response(api, req.__version__, ErrorCode.not_controller)
+            mark = self.last_write
+            try:
+                resp = await handler(header, req, peer)
+                if self.last_write > mark:
+                    await self.quorum.wait_committed(self.last_write)
+            except NotLeader:
+                return error_response(api, req.__version__, ErrorCode.not_controller)
+            return resp
+        return serve
+
+    async def _raw_active_only(self, body: bytes, peer: Peer) -> bytes:
+        """The private local-log report (seed 004) goes to the active controller only."""
+        if not self.quorum.is_active():
+            return b'{"error":"NOT_CONTROLLER"}'
+        return await self.h_local_log_report(body, peer)
 
     def _topic_cfg(self, topic: str, key: str) -> Any:
         t = self.image.topics.get(topic)
@@ -303,7 +362,7 @@ class Controller:
                     "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)
             if prs:
                 self.append(prs)
-        epoch = len(self.records)
+        epoch = self.quorum.next_offset  # the RegisterBrokerRecord's offset
         # a RegisterBrokerRecord is fenced until the broker's heartbeat shows it caught up
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
                       "host": host, "port": port}])
@@ -503,37 +562,13 @@ class Controller:
         self.append(precs)
         return ErrorCode.none, None
 
-    async def h_fetch(self, header: Any, req: Any, peer: Peer) -> Any:
-        """Metadata channel: records of ``__cluster_metadata`` from fetch_offset, long-polled."""
-        cls = load_response_schema(1, req.__version__)
-        offset = 0
-        for t in req.topics:
-            for p in t.partitions:
-                offset = int(p.fetch_offset)
-        if offset >= len(self.records):
-            waiter = self.changed
-            try:
-                await asyncio.wait_for(waiter.wait(), min(req.max_wait.total_seconds(), 5.0))
-            except asyncio.TimeoutError:
-                pass
-        end = len(self.records)
-        err = ErrorCode.none
-        records = None
-        if offset > end:
-            err = ErrorCode.offset_out_of_range
-        elif offset < end:
-            chunk = self.records[offset:offset + 2000]
-            records = encode_batch([(None, json.dumps(r, separators=(",", ":")).encode(), []) for r in chunk],
-                                   base_offset=offset)
-        part = {"partition_index": 0, "error_code": err, "high_watermark": end, "last_stable_offset": end,
-                "log_start_offset": 0, "records": records}
-        return build(cls, {"responses": [{"topic": METADATA_TOPIC, "partitions": [part]}]})
-
     # ------------------------------------------------------------------ run
 
     async def session_loop(self) -> None:
         while not self.stopping:
             await asyncio.sleep(0.1)
+            if not self.quorum.is_active():
+                continue
             try:
                 now = time.monotonic()
                 for bid, reg in list(self.image.brokers.items()):
@@ -542,6 +577,8 @@ class Controller:
                 recs = self._offline_election_records()
                 if recs:
                     self.append(recs)
+            except NotLeader:
+                continue
             except Exception as e:  # noqa: BLE001 - fencing must keep running; say why it hiccuped
                 self.ev.log(f"session check failed: {type(e).__name__}: {e}")
 
@@ -550,14 +587,18 @@ class Controller:
         # the run records what was in force (MetadataVersion gates and any explicit override)
         self.ev.emit("features", **self.cfg.features.describe())
         _, host, port = self.cfg["listeners"]
-        self.server = Server(CONTROLLER_APIS, {1: self.h_fetch, 19: self.h_create_topics, 56: self.h_alter_partition,
-                                               62: self.h_registration, 63: self.h_heartbeat},
+        handlers = {19: self.h_create_topics, 56: self.h_alter_partition, 62: self.h_registration,
+                    63: self.h_heartbeat}
+        self.server = Server({**CONTROLLER_APIS, **self.quorum.api_versions()},
+                             {**{k: self._active_only(k, h) for k, h in handlers.items()}, **self.quorum.handlers()},
                              on_error=self.ev.log)
-        self.server.raw_handlers[PRIVATE_LOCAL_LOG_REPORT] = self.h_local_log_report
+        self.server.raw_handlers[PRIVATE_LOCAL_LOG_REPORT] = self._raw_active_only
         await self.server.start(host, port)
         task = asyncio.ensure_future(self.session_loop())
-        await stop.wait()
-        self.stopping = True
-        task.cancel()
-        self.server.close()
-        self.log_file.close()
+        try:
+            await self.quorum.run(stop)  # until stop; a leader then resigns (EndQuorumEpoch)
+        finally:
+            self.stopping = True
+            task.cancel()
+            self.server.close()
+            self.quorum.close()

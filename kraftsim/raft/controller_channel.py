@@ -141,3 +141,25 @@ class QuorumClient:
             if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
                 return resp
             await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def request_private(self, api_key: int, body: bytes, timeout: float = 10.0) -> bytes:
+        """A kraftsim-private request (wire.PRIVATE_*), JSON answered; a non-active controller
+        answers ``{"error": "NOT_CONTROLLER"}`` and the next controller is tried."""
+        deadline = time.monotonic() + timeout
+        while True:
+            c = self._client()
+            address = (c.host, c.port)
+            try:
+                out = await c.request_private(api_key, body, timeout=max(0.05, deadline - time.monotonic()))
+            except (OSError, ConnectionError, asyncio.TimeoutError):
+                self.close()
+                self.locator.failed(address)
+                if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
+                    raise
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if b'"NOT_CONTROLLER"' not in out or len(self.locator.addresses) == 1 \
+                    or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                return out
+            self.locator.failed(address)
+            await asyncio.sleep(RETRY_BACKOFF_S)
