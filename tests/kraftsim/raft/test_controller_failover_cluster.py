@@ -170,3 +170,113 @@ def _controller_records(mdir: Path) -> dict[int, dict[str, Any]]:
             for r in rec.decode_records(data[h.position:h.position + h.length]):
                 out[r.offset] = json.loads(r.value)
     return out
+
+
+def _drop(a: str, b: str) -> list[list[str]]:
+    rules = []
+    for src, dst in ((a, b), (b, a)):
+        spec = ["INPUT", "-p", "tcp", "-s", src, "-d", dst, "-j", "DROP",
+                "-m", "comment", "--comment", f"faultline-test-raft-{os.getpid()}"]
+        subprocess.run(["iptables", "-I", *spec], check=True, capture_output=True)
+        rules.append(spec)
+    return rules
+
+
+def _segments(root: Path, name: str) -> list[tuple[int, int, int]]:
+    from kraftsim.storage import records as rec
+    out = []
+    for seg in sorted((root / name / "metadata" / "__cluster_metadata-0").glob("*.log")):
+        data = seg.read_bytes()
+        out += [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in rec.iter_batches(data, 0)]
+    return out
+
+
+def test_active_controller_cut_from_its_peers_loses_leadership_and_brokers_follow(cluster):
+    """iptables DROP between the active controller and the other two, brokers still reach it:
+    it cannot commit (requests it takes wait, then fail NOT_CONTROLLER when it resigns on check
+    quorum, QuorumController.renounce), the other two elect, the brokers move to the new active
+    controller and keep producing; after healing the three metadata logs are one."""
+    root, bootstrap = cluster
+    create_topic(bootstrap, "t", partitions=3, rf=3, min_isr=2)
+    prod = TrackingProducer(bootstrap)
+    stop = threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set():
+            prod.send("t", f"v{n}".encode())
+            n += 1
+            time.sleep(0.005)
+        prod.flush(30)
+
+    hosts: dict[str, str] = {}
+    for n in NAMES:
+        props = dict(line.split("=", 1) for line in (root / f"{n}.properties").read_text().splitlines() if "=" in line)
+        hosts[n] = props["listeners"].split("//", 1)[1].rsplit(":", 1)[0]
+    th = threading.Thread(target=produce, daemon=True)
+    th.start()
+    rules: list[list[str]] = []
+    try:
+        time.sleep(1.5)
+        old, epoch = _active(root)
+        assert old
+        cut_at = time.time()
+        for n in NAMES:
+            if n != old:
+                rules += _drop(hosts[old], hosts[n])
+        deadline = time.time() + 20
+        while True:
+            new, new_epoch = _active(root, exclude={old})
+            if new_epoch > epoch:
+                break
+            assert time.time() < deadline, "the majority side elected nobody"
+            time.sleep(0.05)
+        resigned = []
+        while not resigned:
+            resigned = [e for e in _events(root, old, "controller_resigned") if e["epoch"] == epoch]
+            assert time.time() < deadline, "the cut-off controller never resigned"
+            time.sleep(0.1)
+        assert resigned[0]["reason"] == "check_quorum"
+        elected = [e for e in _events(root, new, "controller_elected") if e["epoch"] == new_epoch][0]
+        time.sleep(2.5)
+        acked_after = [v for v, t in prod.ack_time.items() if t > elected["wall"] + 0.5]
+        assert acked_after, "no write acknowledged after the majority elected"
+        # brokers follow the new active controller: it unfences/fences them from now on
+        b_kill = time.time()
+        os.kill(_pid(root, "broker-3"), signal.SIGKILL)
+        fenced = []
+        deadline = time.time() + 15
+        while not fenced:
+            fenced = [e for e in _events(root, new, "broker_fenced") if e["broker"] == 3 and e["wall"] > b_kill]
+            assert time.time() < deadline, "the new active controller did not fence the killed broker"
+            time.sleep(0.1)
+        # heal: the cut-off controller follows again; the three logs become one
+        for spec in rules:
+            while subprocess.run(["iptables", "-D", *spec], capture_output=True).returncode == 0:
+                pass
+        rules = []
+        heal_at = time.time()
+        deadline = time.time() + 20
+        while True:
+            logs = {n: _segments(root, n) for n in NAMES}
+            ends = {n: (b[-1][1] if b else -1) for n, b in logs.items()}
+            longest = max(logs.values(), key=len)
+            one = all(b == longest[:len(b)] for b in logs.values())
+            if one and max(ends.values()) - min(ends.values()) <= 3 and min(ends.values()) > resigned[0]["log_end_offset"]:
+                break
+            assert time.time() < deadline, f"logs never converged: ends {ends}"
+            time.sleep(0.2)
+        truncs = [e for e in _events(root, old, "metadata_truncation") if e["wall"] >= heal_at]
+        if resigned[0]["log_end_offset"] > resigned[0]["high_watermark"]:
+            assert truncs, "the cut-off controller kept its uncommitted suffix"
+    finally:
+        for spec in rules:
+            while subprocess.run(["iptables", "-D", *spec], capture_output=True).returncode == 0:
+                pass
+        stop.set()
+        th.join(60)
+    seen = read_all(bootstrap, "t", [0, 1, 2], timeout=30)
+    lost = [v for v, (p, o) in prod.acked.items() if seen.get(v) != (p, o)]
+    assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {lost[:3]}"
+    print(f"cut-off controller {old} (epoch {epoch}) resigned; {new} elected (epoch {new_epoch}); "
+          f"{len(acked_after)} acked after; truncations on the old one: {[(t['from_offset'], t['to_offset']) for t in truncs]}")
