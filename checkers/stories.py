@@ -310,7 +310,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                                        f"({cr['id']}).", cr["row"], 3))
                 steps.append(_Step(t, "recovery", f"At {_t(t)} broker {wb} recovered {topic}@{part} with its log "
                                    f"ending at offset {row.get('log_end_offset')} ({row.get('reason') or 'recovery'}): "
-                                   f"the unflushed tail was lost.", row, 1))
+                                   f"it held none of the lost writes.", row, 1))
             else:
                 steps.append(_Step(t, "truncation", f"At {_t(t)} broker {wb} truncated {topic}@{part} from offset "
                                    f"{row.get('from_offset')} to {row.get('to_offset')} ({row.get('reason') or 'truncation'}).",
@@ -337,9 +337,10 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                     "election picks any live replica when no ISR member is left, KIP-704)" if allowed else
                     "although unclean.leader.election.enable is not set (an election outside the ISR breaks "
                     "PartitionChangeBuilder.electAnyLeader's rule)")
+            outside = ("with no ISR member left" if prior_isr == [] else
+                       f"from outside the ISR {prior_isr if prior_isr is not None else '?'}")
             steps.append(_Step(et, "election", f"At {_t(et)} the controller elected broker {wb} leader of {topic}@{part} "
-                               f"(leader epoch {ep}) from outside the ISR {prior_isr if prior_isr is not None else '?'}: "
-                               f"an unclean election, {rule}.", loss_el, 0))
+                               f"(leader epoch {ep}) {outside}: an unclean election, {rule}.", loss_el, 0))
         elif reason in ("elr", "last_known_leader") or (
                 prior_isr is not None and prior_isr == [wb] and why_short and why_short[0] in ("recovery", "truncation")):
             primary = "last_replica_standing"
@@ -389,10 +390,11 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
             if cr is not None:
                 steps.append(_Step(cr["t"], "fault", f"At {_t(cr['t'])} leader broker {old_leader} was hit by "
                                    f"{cr['fault']} ({cr['id']}).", cr["row"], 3))
-        told = any(s.kind == "election" and ("log ending" in s.text or "empty log" in s.text) for s in steps)
+        told = why_short is not None or any(s.kind == "election" and ("log ending" in s.text or "empty log" in s.text)
+                                            for s in steps)
         if bl is not None and leo is not None and not told:
             steps.append(_Step(bl["t"], "became_leader", f"Broker {wb} took over at {_t(bl['t'])} with log end offset {leo} "
-                               f"(HWM {bl.get('hwm')}), below the first lost offset {l0}.", bl, 2))
+                               f"(HWM {bl.get('hwm')}): it held none of the lost writes from offset {l0} on.", bl, 2))
         if (primary == "unexplained" and follower_trunc) or (follower_trunc and primary != "unexplained"):
             if primary == "unexplained":
                 primary = "truncated_to_lossy_leader"
