@@ -339,10 +339,11 @@ class EmbeddedKraftsim:
 
     READY_RE = re.compile(r"^bootstrap\.servers=(\S+)\s*$", re.M)
 
-    def __init__(self, run_dir: Path, brokers: int, settings: dict[str, Any], ledger: Ledger):
+    def __init__(self, run_dir: Path, brokers: int, settings: dict[str, Any], ledger: Ledger, controllers: int = 1):
         self.run_dir = run_dir
         self.dir = run_dir / "cluster"
         self.brokers = brokers
+        self.controllers = controllers
         self.settings = settings
         self.ledger = ledger
         self.log = self.dir / "cluster.log"
@@ -371,6 +372,8 @@ class EmbeddedKraftsim:
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kraftsim", "cluster", "--brokers", str(self.brokers), "--dir", str(self.dir),
                "--host-prefix", self.host_prefix]
+        if self.controllers > 1:  # a KRaft controller quorum (default: the single controller)
+            cmd += ["--controllers", str(self.controllers)]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
         return cmd

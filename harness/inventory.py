@@ -43,7 +43,7 @@ HOST_VARS = {
 #: Kafka's log4j files faultline collects, and their names in ``kafka.logs.dir`` as Kafka's
 #: config/log4j.properties (log4j2.yaml from 4.0) writes them
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
-KRAFTSIM_KEYS = ("brokers", "settings")
+KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Inventory:
     vars: dict[str, Any]
     embedded: str | None = None
     kraftsim_brokers: int = 3
+    kraftsim_controllers: int = 1  # > 1: a KRaft controller quorum (kraftsim cluster --controllers)
     kraftsim_settings: dict[str, Any] = field(default_factory=dict)
     bootstrap: str | None = None
     cluster_id: str | None = None
@@ -143,13 +144,14 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     if ks and not embedded:
         raise c.fail("all.vars.kraftsim", "only meaningful with faultline_embedded: kraftsim")
     brokers_n = c.integer(ks.get("brokers", 3), "all.vars.kraftsim.brokers", min=1, max=9)
+    controllers_n = c.integer(ks.get("controllers", 1), "all.vars.kraftsim.controllers", min=1, max=9)
     settings = c.mapping(ks.get("settings"), "all.vars.kraftsim.settings")
     for k, v in settings.items():
         c.scalar(v, join("all.vars.kraftsim.settings", k))
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
-        kraftsim_brokers=brokers_n, kraftsim_settings=dict(settings),
+        kraftsim_brokers=brokers_n, kraftsim_controllers=controllers_n, kraftsim_settings=dict(settings),
         bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
         cluster_id=c.string(gvars["kafka_cluster_id"], "all.vars.kafka_cluster_id") if gvars.get("kafka_cluster_id") is not None else None,
         accept_new_host_keys=c.boolean(gvars.get("faultline_accept_new_host_keys", False), "all.vars.faultline_accept_new_host_keys"),

@@ -207,7 +207,8 @@ class Runner:
     def setup_cluster(self) -> None:
         c = self.camp
         if c.inventory.embedded:
-            self.embedded = EmbeddedKraftsim(self.run_dir, c.inventory.kraftsim_brokers, c.settings, self.ledger)
+            self.embedded = EmbeddedKraftsim(self.run_dir, c.inventory.kraftsim_brokers, c.settings, self.ledger,
+                                             controllers=c.inventory.kraftsim_controllers)
             bootstrap = self.embedded.start()
             inv = load_inventory(self.embedded.write_inventory())
             self.cluster = Cluster.from_inventory(inv, embedded=self.embedded)

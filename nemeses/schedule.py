@@ -20,7 +20,9 @@ The language (documented with examples in docs/campaigns.md)::
 
 Selectors: a host name, ``leader-of:P``, ``follower-of:P``, ``random-broker``,
 ``controller``, ``all-brokers``, ``@NAME`` (the broker(s) a ``select``/``start ... as``
-named). Random choices use the run's seeded RNG, so ``--seed`` replays a schedule.
+named); with a controller quorum ``active-controller`` (the KRaft leader, from the controllers'
+``controller_elected`` / ``controller_resigned`` events), ``controller-follower`` and
+``controllers-majority`` (every other controller). Random choices use the run's seeded RNG, so ``--seed`` replays a schedule.
 
 Execution needs a :class:`ClusterView` (the run loop's window onto the cluster), so this
 module imports nothing of the workloads or the checkers.
@@ -43,7 +45,9 @@ STEP_EXTRA = {"start": ("target", "as", "params", "duration"), "select": ("as",)
 SCHEDULES = ("targeted", "random", "none")
 NEMESIS_KEYS = ("schedule", "steps", "random", "settings")
 RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params")
-SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker")
+SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker",
+                    "active-controller", "controller-follower", "controllers-majority")
+CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers-majority")
 PARTITION_SELECTORS = ("leader-of", "follower-of", "replica-of")
 PARTITION_CONDITIONS = ("isr-contains", "isr-excludes", "elr-contains", "elr-excludes", "leader-is", "leader-not")
 NODE_CONDITIONS = ("restarted", "running", "stopped")
@@ -159,9 +163,10 @@ def check_selector(c: Checker, v: Any, path: str, *, partitions: int, host_names
             raise c.fail(path, f"unknown host {s!r}; expected a host of the inventory "
                          f"({', '.join(sorted(host_names))}) or a selector ({', '.join(SIMPLE_SELECTORS)}, leader-of:P, follower-of:P, @NAME)")
     elif embedded_brokers is not None:
-        m = re.fullmatch(r"broker-(\d+)", s)
+        m = re.fullmatch(r"broker-(\d+)|controller-\d", s)
         if s != "controller" and not m:
-            raise c.fail(path, f"unknown host {s!r}; the embedded cluster's hosts are broker-<node id> and controller, "
+            raise c.fail(path, f"unknown host {s!r}; the embedded cluster's hosts are broker-<node id> and controller "
+                         "(controller-<k> with a controller quorum), "
                          "or use a selector (random-broker, leader-of:P, follower-of:P, @NAME)")
     return s
 
@@ -372,6 +377,8 @@ class ScheduleRunner:
             return [rng.choice(brokers)]
         if selector == "all-brokers":
             return brokers
+        if selector in CONTROLLER_SELECTORS:
+            return self._resolve_controllers(selector)
         if selector == "controller":
             ctrl = sorted(n.name for n in self.ctx.nodes.values() if n.role == "controller")
             if not ctrl:
@@ -397,6 +404,40 @@ class ScheduleRunner:
         if selector not in self.ctx.nodes:
             raise ScheduleError(f"unknown host {selector!r}; hosts: {', '.join(sorted(self.ctx.nodes))}")
         return [selector]
+
+    def active_controller(self) -> str | None:
+        """The controller host leading the KRaft quorum now, from the controllers' events: the
+        latest ``controller_elected`` epoch, unless that leader has since resigned it (a KRaft
+        leader announces both; docs/kraftsim-raft.md). A lone controller without such events is
+        the active one."""
+        ctrls = {n.node_id: n.name for n in self.ctx.nodes.values() if n.role == "controller"}
+        best: tuple[int, int] | None = None
+        resigned: set[tuple[int, int]] = set()
+        for e in self.view.events_since(0.0):
+            if e.get("event") == "controller_elected" and e.get("leader") in ctrls:
+                key = (int(e["epoch"]), int(e["leader"]))
+                best = key if best is None or key > best else best
+            elif e.get("event") == "controller_resigned":
+                resigned.add((int(e.get("epoch", -1)), int(e.get("leader", -1))))
+        if best is None:
+            return ctrls[min(ctrls)] if len(ctrls) == 1 else None
+        return None if best in resigned else ctrls[best[1]]
+
+    def _resolve_controllers(self, selector: str) -> list[str]:
+        """active-controller; controller-follower (a random other controller); controllers-majority
+        (every controller but the active one: the side that elects without it)."""
+        ctrl = sorted(n.name for n in self.ctx.nodes.values() if n.role == "controller")
+        if not ctrl:
+            raise ScheduleError(f"{selector}: the target has no controller host")
+        active = self.active_controller()
+        if active is None:
+            raise ScheduleError(f"{selector}: no active controller now")
+        if selector == "active-controller":
+            return [active]
+        others = [n for n in ctrl if n != active]
+        if not others or (selector == "controllers-majority" and len(others) < len(ctrl) // 2 + 1):
+            raise ScheduleError(f"{selector}: {len(ctrl)} controller(s): no {selector.split('-')[1]} without the active one")
+        return [self.ctx.rng.choice(others)] if selector == "controller-follower" else others
 
     def resolve_soon(self, selector: str, within: float = 10.0) -> list[str]:
         """Resolve, retrying for a while when the answer is not there yet (a partition

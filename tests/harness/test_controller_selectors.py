@@ -1,0 +1,93 @@
+"""Selectors for a KRaft controller quorum: active-controller, controller-follower,
+controllers-majority — resolved from the controllers' controller_elected / controller_resigned
+events (docs/kraftsim-raft.md), the way a KRaft leader announces itself. No process runs here:
+resolving a selector reads the view only. Before these selectors existed the schedule refused
+them at load time (unknown host), so each of these tests failed."""
+from __future__ import annotations
+
+import random
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundwork.clock import RunClock
+from groundwork.config import Checker
+from groundwork.ledger import Ledger
+from groundwork.timeline import Timeline
+from harness.cluster import Cluster
+from harness.inventory import load_inventory
+from nemeses.base import NemesisContext
+from nemeses.schedule import ScheduleError, ScheduleRunner, parse_schedule
+
+
+class EventView:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def partition_state(self, partition: int) -> dict[str, Any] | None:
+        return None
+
+    def events_since(self, wall: float) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["wall"] >= wall]
+
+
+def _runner(tmp_path: Path, view: EventView) -> tuple[ScheduleRunner, Cluster]:
+    lines = ["all:", "  vars: {faultline_transport: local, kafka_bootstrap: '127.0.0.1:1'}", "  children:",
+             "    brokers:", "      hosts:"]
+    lines += [f"        broker-{i}: {{kafka_node_id: {i}, kafka_service: {{command: 'sleep 1', pidfile: {tmp_path}/b{i}.pid}}}}"
+              for i in (1, 2, 3)]
+    lines += ["    controllers:", "      hosts:"]
+    lines += [f"        controller-{k}: {{kafka_node_id: {999 + k}, kafka_service: {{command: 'sleep 1', "
+              f"pidfile: {tmp_path}/c{k}.pid}}}}" for k in (1, 2, 3)]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("\n".join(lines) + "\n")
+    cluster = Cluster.from_inventory(load_inventory(inv))
+    raw = {"schedule": "targeted", "steps": [{"start": "kill", "target": "active-controller"},
+                                             {"start": "pause", "target": "controller-follower"},
+                                             {"start": "partition", "target": "controllers-majority"}]}
+    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
+                           embedded_brokers=None)
+    ctx = NemesisContext(nodes=dict(cluster.nodes), timeline=Timeline(tmp_path / "t.jsonl", RunClock()),
+                         ledger=Ledger(tmp_path / "ledger.jsonl"), rng=random.Random(1), inventory_path=str(inv))
+    return ScheduleRunner(ctx, view, sched), cluster
+
+
+def test_active_controller_follows_the_latest_election_and_its_resignation(tmp_path: Path) -> None:
+    view = EventView()
+    r, _ = _runner(tmp_path, view)
+    with pytest.raises(ScheduleError, match="no active controller"):
+        r.resolve("active-controller")
+    view.events.append({"wall": 1.0, "node": 1000, "event": "controller_elected", "epoch": 1, "leader": 1000})
+    assert r.resolve("active-controller") == ["controller-1"]
+    view.events.append({"wall": 2.0, "node": 1000, "event": "controller_resigned", "epoch": 1, "leader": 1000})
+    with pytest.raises(ScheduleError):
+        r.resolve("active-controller")
+    view.events.append({"wall": 3.0, "node": 1001, "event": "controller_elected", "epoch": 3, "leader": 1001})
+    view.events.append({"wall": 3.1, "node": 1002, "event": "controller_elected", "epoch": 2, "leader": 1002})
+    assert r.resolve("active-controller") == ["controller-2"]  # the largest epoch wins, not the latest line
+    assert r.resolve("controller-follower")[0] in ("controller-1", "controller-3")
+    assert r.resolve("controllers-majority") == ["controller-1", "controller-3"]
+
+
+def test_embedded_campaign_accepts_controller_hosts_and_selectors() -> None:
+    raw = {"schedule": "targeted", "steps": [{"start": "kill", "target": "controller-2"},
+                                             {"start": "kill", "target": "active-controller"}]}
+    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+    assert [s.target for s in sched.steps if s.kind == "start"] == [["controller-2"], ["active-controller"]]
+
+
+def test_embedded_inventory_takes_a_controller_count(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(textwrap.dedent("""
+        all:
+          vars:
+            faultline_transport: local
+            faultline_embedded: kraftsim
+            kraftsim: {brokers: 3, controllers: 3}
+        """))
+    assert load_inventory(inv).kraftsim_controllers == 3
+    inv.write_text(inv.read_text().replace("controllers: 3", "controllers: 0"))
+    with pytest.raises(Exception, match="all.vars.kraftsim.controllers"):
+        load_inventory(inv)
