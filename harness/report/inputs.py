@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from checkers import kafkalog
 from checkers.attribution import fault_intervals
 from harness.report.errors import ReportInputError
 from workloads.history import ReadStats, read_jsonl
@@ -226,6 +227,12 @@ def _events(run_dir: Path, wall_at_t0: float | None, notes: list[str]) -> pd.Dat
         df = df.assign(host=path.parent.name if path.name == "events.jsonl" else "proxy",
                        t=df["wall"] - wall_at_t0 if wall_at_t0 is not None else float("nan"))
         frames.append(df)
+    # real Kafka: hosts with Kafka's log4j files and no events.jsonl, read as the checker reads them
+    # (checkers/kafkalog, docs/kafka-logs.md), so the election and ISR tables are not empty there
+    kafka = kafkalog.read_cluster_logs(run_dir / "cluster-logs")
+    if kafka:
+        df = pd.DataFrame(kafka)
+        frames.append(df.assign(t=df["wall"] - wall_at_t0 if wall_at_t0 is not None else float("nan")))
     frames = [f for f in frames if not f.empty]
     if frames and wall_at_t0 is None:
         notes.append("run.json has no wall_at_t0: cluster events cannot be placed on the run clock")

@@ -376,6 +376,14 @@ def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
     diff = {k: (ck[k], cl[k]) for k in ck if ck[k] != cl[k]}
     assert not diff, list(diff.items())[:3]
     assert all("removed_by" in c and "alter_partition" in c and "elections" in c for c in cl.values())
+    # the report's election and ISR tables read the same events from Kafka's logs as from kraftsim's
+    from harness.report.inputs import load_run as report_inputs
+    ek, el = report_inputs(ks_dir).events, report_inputs(kafka_dir).events
+
+    def changes(ev):
+        rows = ev[ev["event"].isin(["leader_elected", "isr_changed"])]
+        return sorted({(r.event, int(r.partition_epoch), int(r.leader)) for r in rows.itertuples()})
+    assert changes(el) and changes(el) == changes(ek)
 
 
 # ------------------------------------------------------------------ collection from the hosts (harness/cluster.py)
