@@ -133,16 +133,22 @@ class Controller:
     def _active_only(self, api: int, handler: Any) -> Any:
         """Only the active controller serves the controller APIs (NOT_CONTROLLER otherwise), and
         a write is answered once committed (QuorumController's deferred event queue)."""
+        def refuse(req: Any) -> Any:
+            if api == 19:  # CreateTopics has no top-level error: NOT_CONTROLLER for each topic
+                return error_response(api, req.__version__, ErrorCode.not_controller,
+                                      {"topics": [{"name": t.name} for t in req.topics]})
+            return error_response(api, req.__version__, ErrorCode.not_controller)
+
         async def serve(header: Any, req: Any, peer: Peer) -> Any:
             if not self.quorum.is_active():
-                return error_response(api, req.__version__, ErrorCode.not_controller)
+                return refuse(req)
             mark = self.last_write
             try:
                 resp = await handler(header, req, peer)
                 if self.last_write > mark:
                     await self.quorum.wait_committed(self.last_write)
             except NotLeader:
-                return error_response(api, req.__version__, ErrorCode.not_controller)
+                return refuse(req)
             return resp
         return serve
 

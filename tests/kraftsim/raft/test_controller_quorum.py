@@ -167,6 +167,9 @@ def test_only_the_active_controller_serves_brokers_and_a_new_one_takes_over(ctls
                 continue
             r = await call(h, ctls.port, register_req(8, uuid.uuid4()))
             assert r.error_code == ErrorCode.not_controller
+            ct = await call(h, ctls.port, build(load_request_schema(19, 7), {
+                "topics": [{"name": "x", "num_partitions": 1, "replication_factor": 1}], "timeout": 5000}))
+            assert [(t.name, t.error_code) for t in ct.topics] == [("x", ErrorCode.not_controller)]
             f = await call(h, ctls.port, fetch_req(8, 0))
             p = f.responses[0].partitions[0]
             assert p.error_code == ErrorCode.not_leader_or_follower and int(p.current_leader.leader_id) == active
