@@ -57,9 +57,11 @@ def _serve(role: str, config_path: str) -> int:
         print(f"kraftsim: {config_path}: key '{key}': cannot use it ({e.strerror or e})", file=sys.stderr, flush=True)
         return 2
     except Exception as e:  # storage identity mismatches and the like: one line, no traceback
+        from kraftsim.raft.store import QuorumStateError
         from kraftsim.storage.manager import StorageConfigError
-        if isinstance(e, StorageConfigError):
-            print(f"kraftsim: {config_path}: key 'log.dirs': {e}", file=sys.stderr, flush=True)
+        if isinstance(e, (StorageConfigError, QuorumStateError)):
+            key = "metadata.log.dir" if role == "controller" else "log.dirs"
+            print(f"kraftsim: {config_path}: key '{key}': {e}", file=sys.stderr, flush=True)
             return 2
         raise
     finally:

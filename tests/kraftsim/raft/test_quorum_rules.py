@@ -343,3 +343,18 @@ def test_bad_node_config_is_one_line_naming_file_and_key(tmp_path: Path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
     assert "key 'controller.quorum.voters'" in r.stderr
+
+
+def test_corrupt_quorum_state_stops_a_controller_with_one_line(tmp_path: Path):
+    """A controller whose quorum-state cannot be read refuses to start (Kafka's
+    FileQuorumStateStore throws), with one line naming the file — never a traceback."""
+    md = tmp_path / "md"
+    (md / "__cluster_metadata-0").mkdir(parents=True)
+    (md / "__cluster_metadata-0" / "quorum-state").write_text('{"leaderEpoch": 3}')
+    cfg = tmp_path / "c.properties"
+    cfg.write_text(f"node.id=1000\nlisteners=CONTROLLER://127.0.0.1:1\nmetadata.log.dir={md}\n")
+    r = subprocess.run([sys.executable, "-m", "kraftsim", "controller", "--config", str(cfg)], capture_output=True,
+                       text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
+    assert "key 'metadata.log.dir'" in r.stderr and "quorum-state" in r.stderr and "data_version" in r.stderr
