@@ -4,8 +4,13 @@
   acknowledged once the ISR holds at least min.insync.replicas members. Flagged when the
   partition's ISR was below min ISR during the *whole* interval from the send's invoke to its
   ack (so the HWM advance that acknowledged it must have happened with too small an ISR).
-  The ISR timeline comes from the cluster event logs (``leader_elected``/``isr_changed``) when
-  the run collected them, else from the observer's samples.
+  The ISR is the one the acting leader answered by: its ``leader_isr`` events (kraftsim writes
+  one whenever the ISR a leader acts on changes; the size judged is its maximal ISR, as
+  Partition.checkEnoughReplicasReachOffset reads it). Without them (older runs, Kafka logs
+  without the leader's lines) the controller's ``leader_elected``/``isr_changed`` events stand in,
+  else the observer's samples. The controller's view alone misjudges a leader cut from the
+  controller: the controller shrinks the ISR, the leader never learns it and, with every
+  follower still fetching from it, rightly acknowledges with the ISR it has.
 * ``visible_end_regression`` - the HWM never moves backwards (seed 003 §2.7): at the end the
   final drain's end offset must be above every offset that was acknowledged or read earlier.
 """
@@ -23,20 +28,25 @@ IsrTimeline = tuple[np.ndarray, np.ndarray]
 
 def isr_timelines(events: list[dict[str, Any]], observer: list[dict[str, Any]],
                   use_events: bool) -> dict[tuple[str, int], IsrTimeline]:
-    """(topic, partition) -> ISR size changes; cluster events if collected, else observer samples.
+    """(topic, partition) -> ISR size changes: the leaders' own view where they reported it, else
+    the controller's events, else (no cluster logs collected) the observer's samples.
 
     Small (one row per election or ISR change, or per observer sample): built once on the
     driver and shipped to the partition tasks.
     """
-    if use_events:
-        src = [e for e in events if e["event"] in ("leader_elected", "isr_changed")
-               and e["isr"] is not None and e["topic"] is not None]
-    else:
-        src = [o for o in observer if o["isr"] is not None and o["topic"] is not None and o["error"] is None]
     out: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    for r in src:
-        if r["t"] is not None and r["partition"] is not None:
-            out.setdefault((r["topic"], int(r["partition"])), []).append((float(r["t"]), len(r["isr"])))
+
+    def add(rows: list[dict[str, Any]], field: str, skip: set[tuple[str, int]]) -> None:
+        for r in rows:
+            if r["t"] is not None and r["partition"] is not None and r["topic"] is not None \
+                    and r.get(field) is not None and (r["topic"], int(r["partition"])) not in skip:
+                out.setdefault((r["topic"], int(r["partition"])), []).append((float(r["t"]), len(r[field])))
+
+    if use_events:
+        add([e for e in events if e["event"] == "leader_isr"], "maximal_isr", set())
+        add([e for e in events if e["event"] in ("leader_elected", "isr_changed")], "isr", set(out))
+    else:
+        add([o for o in observer if o["error"] is None], "isr", set())
     res: dict[tuple[str, int], IsrTimeline] = {}
     for k, v in out.items():
         v.sort(key=lambda x: x[0])          # stable: changes at one instant keep their log order

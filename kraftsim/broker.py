@@ -334,6 +334,7 @@ class Broker:
         item = PendingChange(list(new_isr), recovered, epochs, r.leader_epoch, r.partition_epoch)
         r.pending = item
         r.maximal_isr = sorted(set(r.isr) | set(new_isr), key=lambda x: (x not in r.isr, x))
+        r.note_isr()
         self.alter_queue[(r.topic, r.partition)] = item
         self.alter_kick.set()
 

@@ -75,6 +75,7 @@ class Replica:
         self.isr: list[int] = []
         self.elr: list[int] = []
         self.maximal_isr: list[int] = []
+        self._noted: tuple | None = None   # the last leader_isr emitted (note_isr)
         self.leader_recovery_state = RECOVERED
         self.hwm = 0
         self.leso = 0
@@ -103,6 +104,25 @@ class Replica:
     def is_under_min_isr(self) -> bool:
         """Partition.scala, isUnderMinIsr: the committed ISR is smaller than the effective min ISR."""
         return self.role == "leader" and len(self.isr) < self.effective_min_isr
+
+    def note_isr(self) -> None:
+        """Emit ``leader_isr`` when the ISR this leader acts on changes (committed or maximal).
+
+        Kafka's leader answers acks=all by its own view (Partition.checkEnoughReplicasReachOffset
+        reads ``partitionState.maximalIsr``), which can differ from the controller's: a leader
+        cut from the controller never learns of a shrink. The checker judges
+        ``ack_below_min_isr`` by this view (Kafka logs it as Partition's "ISR updated to").
+        """
+        if self.role != "leader":
+            self._noted = None
+            return
+        now = (self.leader_epoch, self.partition_epoch, tuple(self.isr), tuple(self.maximal_isr))
+        if self._noted == now:
+            return
+        self._noted = now
+        self.b.ev.emit("leader_isr", topic=self.topic, partition=self.partition, broker=self.b.node_id,
+                       leader_epoch=self.leader_epoch, partition_epoch=self.partition_epoch,
+                       isr=list(self.isr), maximal_isr=list(self.maximal_isr))
 
     def _clear_pending(self) -> None:
         """Back to a committed state; an unsent request for the old proposal is dropped."""
@@ -137,6 +157,7 @@ class Replica:
             if self.role != "none":
                 self._stop("no leader" if ps.leader == NO_LEADER else "not a replica")
             self.leader, self.leader_epoch = ps.leader, ps.leader_epoch
+        self.note_isr()
         self.maybe_advance_hwm()
         self.check_waiters()
 
@@ -392,9 +413,11 @@ class Replica:
             self.partition_epoch = int(resp.partition_epoch)
             self.leader_recovery_state = int(resp.leader_recovery_state)
             self._clear_pending()
+            self.note_isr()
         elif code in ROLL_BACK:
             # The controller says the change was not applied: back to the last committed state.
             self._clear_pending()
+            self.note_isr()
         elif code in KEEP_PENDING_NO_RETRY:
             return  # maximal ISR kept: Kafka cannot know whether the change was applied
         else:

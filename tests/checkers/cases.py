@@ -201,6 +201,27 @@ def min_isr_ok(b: HistoryBuilder, t: str) -> None:
     b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0))], 5.0)
 
 
+def min_isr_leader_view_full(b: HistoryBuilder, t: str) -> None:
+    # a leader cut from the controller: the controller shrank the ISR to [1], the leader never
+    # learned it and acked with its own ISR [1, 2] (both replicas fetching) - Kafka's rule holds
+    b.event("controller", 0.5, "isr_changed", topic=t, partition=0, leader=1, leader_epoch=0,
+            partition_epoch=1, isr=[1], elr=[], reason="leader_fenced")
+    b.event("broker-1", 0.1, "leader_isr", role="broker", node=1, topic=t, partition=0, broker=1,
+            leader_epoch=0, partition_epoch=0, isr=[1, 2], maximal_isr=[1, 2])
+    b.send(_p(t), t, 0, _v(t, 0), 0, 1.0, 1.01)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0))], 5.0)
+
+
+def min_isr_leader_view_short(b: HistoryBuilder, t: str) -> None:
+    # the acting leader's own maximal ISR was [1] when it acked, though the controller's said [1, 2]
+    b.event("controller", 0.1, "isr_changed", topic=t, partition=0, leader=1, leader_epoch=0,
+            partition_epoch=1, isr=[1, 2], elr=[], reason="alter_partition")
+    b.event("broker-1", 0.5, "leader_isr", role="broker", node=1, topic=t, partition=0, broker=1,
+            leader_epoch=0, partition_epoch=2, isr=[1], maximal_isr=[1])
+    b.send(_p(t), t, 0, _v(t, 0), 0, 1.0, 1.01)
+    b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0))], 5.0)
+
+
 def read_in_other_partition(b: HistoryBuilder, t: str) -> None:
     # value 1, acked at partition 0 offset 1, is read past in partition 0 but read in partition
     # 1: not lost (it was read), but it sits at two (partition, offset) places - a duplicate
@@ -253,6 +274,8 @@ CASES: list[Case] = [
          clean=True),
     Case("ack-below-min-isr", "ack_below_min_isr", 1, min_isr_bad),
     Case("ack-min-isr-restored", "ack_below_min_isr", 0, min_isr_ok, clean=True),
+    Case("ack-min-isr-leader-view-full", "ack_below_min_isr", 0, min_isr_leader_view_full, clean=True),
+    Case("ack-min-isr-leader-view-short", "ack_below_min_isr", 1, min_isr_leader_view_short),
     Case("visible-end-regression", "visible_end_regression", 1, end_regression),
     Case("read-in-other-partition", "duplicate", 1, read_in_other_partition, absent=("lost_write", "unseen_at_end")),
     Case("failed-visible-elsewhere", "failed_write_visible", 1, failed_visible_elsewhere),
