@@ -7,6 +7,7 @@ A ``--spark-master spark://...`` URL runs the identical job on a standalone clus
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -20,6 +21,12 @@ def make_session(master: str | None = None, app_name: str = "faultline-checker",
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it chose the master
     master = master or os.environ.get("FAULTLINE_SPARK_MASTER") or (None if under_submit else DEFAULT_MASTER)
     parts = shuffle_partitions or int(os.environ.get("FAULTLINE_SHUFFLE_PARTITIONS", "4"))
+    if (master or "").startswith("local"):
+        # Spark starts its Python workers as PYSPARK_PYTHON, else `python3` from PATH: from a
+        # virtual environment used without activation (cron: .venv/bin/faultline) that is the
+        # system's python3, without numpy or pyarrow. On this machine ours has them; a cluster's
+        # workers bring their own.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

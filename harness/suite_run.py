@@ -194,10 +194,6 @@ class SuiteRunner:
         from checkers.session import make_session
         from harness.runner import stderr_to
 
-        # Spark starts its Python workers as PYSPARK_PYTHON, else `python3` from PATH: from a
-        # virtual environment used without activation (cron: .venv/bin/faultline) that is the
-        # system's python3, without numpy or pyarrow. Ours has them.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
         with stderr_to(self.dir / "checker.log"):
             self.spark = make_session(app_name=f"faultline-suite-{self.spec.name}")
