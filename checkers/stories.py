@@ -273,12 +273,22 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                  and e.get("reason") != "initial"]
     loss_el = None
     why_short = None
-    for e in elections:
-        b = _int(e.get("leader"))
-        bl = became(b, _int(e.get("leader_epoch")), e["t"])
-        sh = shortening(b, e["t"])
-        if (bl is not None and _int(bl.get("log_end_offset")) is not None and _int(bl.get("log_end_offset")) <= l0k) or sh:
-            loss_el, why_short = e, sh
+    # First the winners whose own became_leader shows a log at or below the first lost offset:
+    # what the log held at takeover is direct evidence. Only then a shortening near the election:
+    # its time window has slack for clock skew, so a truncation that came *after* the election,
+    # caused by a later leader (a dead ISR member elected cleanly, then an unclean winner that
+    # everyone truncated to), could otherwise be read as the earlier winner's shortness.
+    for direct in (True, False):
+        for e in elections:
+            b = _int(e.get("leader"))
+            bl = became(b, _int(e.get("leader_epoch")), e["t"])
+            shown = bl is not None and _int(bl.get("log_end_offset")) is not None \
+                and _int(bl.get("log_end_offset")) <= l0k
+            sh = shortening(b, e["t"])
+            if (shown and direct) or (not direct and (shown or sh)):
+                loss_el, why_short = e, sh
+                break
+        if loss_el is not None:
             break
     if loss_el is None:     # no winner known to be short: the first leader change after the first ack
         loss_el = next((e for e in elections if a0 is None or e["t"] >= a0), None)

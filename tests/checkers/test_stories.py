@@ -55,6 +55,29 @@ def unclean(b: HistoryBuilder, t: str) -> None:
     b.drain(t, 0, [(0, f"producer-1-{t}-0")], 1, 20.0, process=f"{t}.drain")
 
 
+def unclean_after_dead_isr_member(b: HistoryBuilder, t: str) -> None:
+    """As seen in a seeds-suite run: the controller first elects ISR member 3 cleanly, but 3 is
+    dead too (fenced 0.2 s later, it never takes over); then out-of-sync 2 is elected unclean and
+    3 and 1, coming back, truncate to it. The loss is the unclean election, not 3's."""
+    b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+            isr=[1, 3], elr=[], reason="initial")
+    _writes(b, t, 3, 2.0)
+    b.event("broker-2", 5.8, "recovery", role="broker", node=2, topic=t, partition=0, log_end_offset=0,
+            reason="unclean_shutdown")
+    b.event("controller", 6.1, "leader_elected", topic=t, partition=0, leader=3, leader_epoch=1, partition_epoch=1,
+            isr=[3], elr=[], reason="leader_fenced")
+    b.event("controller", 6.3, "leader_elected", topic=t, partition=0, leader=2, leader_epoch=2, partition_epoch=2,
+            isr=[2], elr=[], reason="unclean", leader_recovery_state=1)
+    b.event("broker-2", 6.31, "became_leader", role="broker", node=2, topic=t, partition=0, broker=2, leader_epoch=2,
+            log_start_offset=0, log_end_offset=0, hwm=0)
+    b.event("broker-1", 7.3, "truncation", role="broker", node=1, topic=t, partition=0, from_offset=3, to_offset=0,
+            reason="diverging_epoch")
+    b.event("broker-3", 7.35, "truncation", role="broker", node=3, topic=t, partition=0, from_offset=3, to_offset=0,
+            reason="diverging_epoch")
+    _writes(b, t, 1, 9.0, proc="producer-1", first=0)
+    b.drain(t, 0, [(0, f"producer-1-{t}-0")], 1, 20.0, process=f"{t}.drain")
+
+
 def unexplained(b: HistoryBuilder, t: str) -> None:
     _writes(b, t, 3, 2.0)
     b.poll(f"{t}.consumer-0", t, 0, [(0, f"producer-0-{t}-0"), (2, f"producer-0-{t}-2")], 5.0)
@@ -73,7 +96,8 @@ def lossy_leader(b: HistoryBuilder, t: str) -> None:
             process=f"{t}.drain")
 
 
-SCENARIOS = {"lrs": last_replica_standing, "unclean-t": unclean, "mystery": unexplained, "lossy-leader": lossy_leader}
+SCENARIOS = {"lrs": last_replica_standing, "unclean-t": unclean, "mystery": unexplained, "lossy-leader": lossy_leader,
+             "unclean-dead-isr": unclean_after_dead_isr_member}
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +135,14 @@ def test_unclean_election_allowed_by_topic_config(stories):
     s = by["unclean-t"]
     _shape(s)
     assert s["mechanism"] == "unclean_election" and s["allowed_by"] == "unclean.leader.election.enable=true"
+    assert any("elected broker 2" in x and "unclean" in x for x in s["sentences"]), s["sentences"]
+
+
+def test_unclean_election_after_a_dead_isr_member_was_elected(stories):
+    _, by = stories
+    s = by["unclean-dead-isr"]
+    _shape(s)
+    assert s["mechanism"] == "unclean_election" and s["allowed_by"] == "unclean.leader.election.enable=true", s
     assert any("elected broker 2" in x and "unclean" in x for x in s["sentences"]), s["sentences"]
 
 
