@@ -68,7 +68,6 @@ class Broker:
         self.adv_host, self.adv_port = (adv[1], adv[2]) if adv else (self.host, self.port)
         if self.adv_host in ("0.0.0.0", ""):
             self.adv_host = "127.0.0.1"
-        self.ctl_host, self.ctl_port = cfg["controller.quorum.bootstrap.servers"]
         self.ctl_locator = ControllerLocator.from_config(cfg)
         self.session_s = int(cfg["broker.session.timeout.ms"]) / 1000
         self.hb_s = int(cfg["broker.heartbeat.interval.ms"]) / 1000

@@ -57,14 +57,23 @@ def _listener(v: str) -> tuple[str, str, int]:
     return m.group(1), m.group(2) or "0.0.0.0", int(m.group(3))
 
 
-def _hostport(v: str) -> tuple[str, int]:
-    first = v.strip().split(",")[0].strip()
-    if "@" in first:  # controller.quorum.voters style id@host:port
-        first = first.split("@", 1)[1]
-    host, sep, port = first.rpartition(":")
-    if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
-        raise ValueError("HOST:PORT is wanted, e.g. 127.0.0.1:9093")
-    return host, int(port)
+def _hostports(v: str) -> list[tuple[str, int]]:
+    """``controller.quorum.bootstrap.servers``: a comma-separated HOST:PORT list (KIP-853,
+    QuorumConfig.parseBootstrapServers); every entry is an address a broker may try."""
+    out: list[tuple[str, int]] = []
+    for item in v.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "@" in item:  # controller.quorum.voters style id@host:port
+            item = item.split("@", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
+            raise ValueError(f"HOST:PORT[,HOST:PORT...] is wanted, e.g. 127.0.0.1:9093; got {item!r}")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("HOST:PORT[,HOST:PORT...] is wanted, e.g. 127.0.0.1:9093")
+    return out
 
 
 def _voters(v: str) -> dict[int, tuple[str, int]]:
@@ -102,7 +111,7 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "process.roles": (_roles, None),
     "listeners": (_listener, None),
     "advertised.listeners": (_listener, None),
-    "controller.quorum.bootstrap.servers": (_hostport, None),
+    "controller.quorum.bootstrap.servers": (_hostports, None),
     "controller.quorum.voters": (_voters, None),
     # QuorumConfig (Kafka's names; kraftsim/raft/): election and fetch timeouts are half of
     # Kafka's 1000/2000 ms, short like the session timeout below; the fetch timeout must stay
@@ -225,7 +234,7 @@ def load(path: Path, role: str) -> Config:
         raise ConfigError(f"kraftsim: {path}: key 'process.roles': {role} is wanted for 'kraftsim {role}'")
     if role == "broker" and values["controller.quorum.bootstrap.servers"] is None:
         voters = values["controller.quorum.voters"]
-        values["controller.quorum.bootstrap.servers"] = next(iter(voters.values())) if voters else None
+        values["controller.quorum.bootstrap.servers"] = list(voters.values()) if voters else None
     for key in REQUIRED[role]:
         if values.get(key) is None:
             raise ConfigError(f"kraftsim: {path}: key '{key}': required for a {role}")

@@ -44,7 +44,7 @@ class ControllerLocator:
     def from_config(cls, cfg: Any) -> "ControllerLocator":
         voters = cfg.values.get("controller.quorum.voters") if hasattr(cfg, "values") else None
         boot = cfg["controller.quorum.bootstrap.servers"]
-        bootstrap = boot if isinstance(boot, list) else [boot] if boot else []
+        bootstrap = list(boot) if isinstance(boot, list) else [boot] if boot else []
         return cls(voters if isinstance(voters, dict) else None, bootstrap)
 
     @property
