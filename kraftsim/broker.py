@@ -51,8 +51,12 @@ BROKER_APIS = {
     19: (2, 7),   # CreateTopics (forwarded to the controller)
     22: (0, 4),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
+    55: (0, 1),   # DescribeQuorum (forwarded to the controller; v2 needs KIP-853 voter endpoints)
     75: (0, 0),   # DescribeTopicPartitions (ISR, ELR, last known ELR)
 }
+#: how long a forwarded DescribeQuorum may look for the raft leader among the controllers
+#: before the broker answers REQUEST_TIMED_OUT (ForwardingManagerImpl's onTimeout)
+DESCRIBE_QUORUM_FORWARD_TIMEOUT_S = 3.0
 
 FETCH_VERSION = 15
 MAX_PARTITION_BYTES = 1024 * 1024
@@ -930,6 +934,23 @@ class Broker:
             await self.wait_wake(0.05)
         return resp
 
+    async def h_describe_quorum(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaApis.handle: ``DESCRIBE_QUORUM => forwardToControllerOrFail`` — the broker does
+        not answer it itself; the forwarding channel carries it to the controllers, where the
+        raft leader answers (ControllerApis.handleDescribeQuorum -> KafkaRaftClient
+        .handleDescribeQuorumRequest). A non-leader's NOT_LEADER_OR_FOLLOWER makes the channel
+        try the next controller (controller_channel.not_controller); if none answers in time
+        the error is top-level REQUEST_TIMED_OUT (ForwardingManager: onTimeout ->
+        getErrorResponse(TimeoutException), DescribeQuorumRequest.getTopLevelErrorResponse)."""
+        cls = load_response_schema(55, req.__version__)
+        fwd = self.controller_client("forwarding")
+        try:
+            return await fwd.request(req, timeout=DESCRIBE_QUORUM_FORWARD_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError, ConnectionError):
+            return build(cls, {"error_code": ErrorCode.request_timed_out})
+        finally:
+            fwd.close()
+
     # ------------------------------------------------------------------ run
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -945,7 +966,7 @@ class Broker:
         self.server = Server(BROKER_APIS, {
             0: self.h_produce, 1: self.h_fetch, 2: self.h_list_offsets, 3: self.h_metadata,
             19: self.h_create_topics, 22: self.h_init_producer_id, 23: self.h_offset_for_leader_epoch,
-            75: self.h_describe_topic_partitions}, on_error=self.ev.log)
+            55: self.h_describe_quorum, 75: self.h_describe_topic_partitions}, on_error=self.ev.log)
         self.server.gate = self.serving
         await self.server.start(self.host, self.port)
         self.tasks = [asyncio.ensure_future(self._supervise(f)) for f in

@@ -27,6 +27,10 @@ Output, one JSON line per partition per sample (``RUN/observer.jsonl``)::
 ``leader`` is ``null`` when there is none (Kafka's -1); ``error`` is the partition's Kafka
 error name, or for a sample no broker answered, one line with ``partition: null`` and
 ``error: "NO_BROKER_ANSWERED: ..."``. ``broker`` is the node id that answered.
+
+Beside it, in its own thread and file, the controller quorum: the active controller and its
+epoch from ``DescribeQuorum`` (``RUN/controller-quorum.jsonl``, see
+:mod:`workloads.controller_quorum`); on a cluster whose brokers do not offer it, no file.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 
+from workloads.controller_quorum import QuorumSampler
 from workloads.history import JsonlWriter
 from workloads.kafka_wire import KafkaConnection, WireError, parse_bootstrap
 
@@ -88,9 +93,17 @@ class Observer:
     """Samples the partition metadata of one topic every ``interval`` s in a thread."""
 
     def __init__(self, bootstrap: str, topic: str, out_path: str | Path, now: Callable[[], float],
-                 interval: float = 0.25, request_timeout: float = 1.0):
+                 interval: float = 0.25, request_timeout: float = 1.0,
+                 quorum_path: str | Path | None = "controller-quorum.jsonl"):
+        """``quorum_path``: where the controller quorum goes (relative: beside ``out_path``);
+        ``None``: do not sample it."""
         self.topic, self.now, self.interval = topic, now, interval
         self.out_path = Path(out_path)
+        self.quorum: QuorumSampler | None = None
+        if quorum_path is not None:
+            qp = Path(quorum_path)
+            self.quorum = QuorumSampler(lambda: list(self._brokers), qp if qp.is_absolute() else self.out_path.parent / qp,
+                                        now, interval=interval, node_of=self._node_of)
         self._timeout = request_timeout
         self._brokers: dict[tuple[str, int], _Broker] = {
             addr: _Broker(*addr, None, request_timeout) for addr in parse_bootstrap(bootstrap)}
@@ -104,6 +117,10 @@ class Observer:
         self.last_error: str | None = None
 
     # -- asking brokers -------------------------------------------------------------------
+    def _node_of(self, addr: tuple[str, int]) -> int | None:
+        b = self._brokers.get(addr)
+        return b.node_id if b is not None else None
+
     def _learn_brokers(self, resp: MetadataResponse) -> None:
         for b in resp.brokers:
             addr = (str(b.host), int(b.port))
@@ -219,6 +236,8 @@ class Observer:
         self._writer = JsonlWriter(self.out_path)
         self._thread = threading.Thread(target=self._loop, name="observer", daemon=True)
         self._thread.start()
+        if self.quorum is not None:
+            self.quorum.start()
 
     def _loop(self) -> None:
         next_at = time.monotonic()
@@ -232,6 +251,8 @@ class Observer:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.quorum is not None:
+            self.quorum.stop()
         if self._thread is not None:
             self._thread.join(10.0)
         for b in self._brokers.values():

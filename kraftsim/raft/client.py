@@ -40,9 +40,12 @@ from kraftsim.raft.states import (RETRY_BACKOFF_BASE_MS, Candidate, Follower, Le
 from kraftsim.raft.store import NO_LEADER, FileQuorumStateStore
 from kraftsim.wire import Client, Peer, build
 
-VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, DESCRIBE_QUORUM = 52, 53, 54, 1, 55
 #: what the raft listener advertises; Fetch 12 is also the brokers' metadata Fetch version.
-RAFT_APIS = {VOTE: (0, 0), BEGIN_QUORUM_EPOCH: (0, 0), END_QUORUM_EPOCH: (0, 0), FETCH: (12, 12)}
+#: DescribeQuorum stops at v1 (KIP-836 timestamps): v2 adds directory ids and voter listeners
+#: (KIP-853), which a static ``controller.quorum.voters`` quorum does not have.
+RAFT_APIS = {VOTE: (0, 0), BEGIN_QUORUM_EPOCH: (0, 0), END_QUORUM_EPOCH: (0, 0), FETCH: (12, 12),
+             DESCRIBE_QUORUM: (0, 1)}
 FETCH_MAX_BYTES = 1 << 20
 
 CommitCallback = Callable[[list[tuple[int, int, dict[str, Any]]]], None]
@@ -87,7 +90,8 @@ class RaftClient:
 
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Awaitable[Any]]]:
         return {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
-                END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch}
+                END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch,
+                DESCRIBE_QUORUM: self.h_describe_quorum}
 
     def _kick(self) -> None:
         self.wake.set()
@@ -734,10 +738,36 @@ class RaftClient:
             return self._fetch_reply(v, ErrorCode.none, diverging=self.log.end_offset_for_epoch(last_epoch)), False
         records = self.log.read(fetch_offset, FETCH_MAX_BYTES) if fetch_offset < self.log.end_offset else b""
         if replica in self.voters and replica != self.node_id:
-            if s.update_replica_state(replica, fetch_offset, time.monotonic()):
+            if s.update_replica_state(replica, fetch_offset, time.monotonic(), int(time.time() * 1000)):
                 self._after_high_watermark()
         resp = self._fetch_reply(v, ErrorCode.none, records=records or None)
         return resp, not records
+
+    async def h_describe_quorum(self, header: Any, req: Any, peer: Peer) -> Any:
+        """KafkaRaftClient.handleDescribeQuorumRequest: anything but exactly
+        ``__cluster_metadata``-0 is UNKNOWN_TOPIC_OR_PARTITION per requested partition
+        (DescribeQuorumRequest.getPartitionLevelErrorResponse); a node that is not the leader
+        answers NOT_LEADER_OR_FOLLOWER (DescribeQuorumResponse.singletonErrorResponse, no
+        leader named); the leader answers its id, epoch, high watermark (-1 before its first)
+        and every voter's and observer's replica state (RaftUtil.singletonDescribeQuorumResponse,
+        LeaderState.voterStates / observerStates)."""
+        v = req.__version__
+        cls = load_response_schema(DESCRIBE_QUORUM, v)
+        if self._valid_partition(req.topics) is None:
+            return build(cls, {"topics": [{"topic_name": t.topic_name, "partitions": [
+                {"partition_index": int(p.partition_index), "error_code": ErrorCode.unknown_topic_or_partition,
+                 "leader_id": NO_LEADER, "leader_epoch": -1, "high_watermark": -1} for p in t.partitions]}
+                for t in req.topics]})
+        s = self.quorum.state
+        if not isinstance(s, Leader):
+            return build(cls, {"topics": self._topic({"error_code": ErrorCode.not_leader_or_follower,
+                                                      "leader_id": NO_LEADER, "leader_epoch": -1,
+                                                      "high_watermark": -1})})
+        voters, observers = s.describe(int(time.time() * 1000))
+        hw = s.high_watermark
+        return build(cls, {"topics": self._topic({
+            "error_code": ErrorCode.none, "leader_id": self.node_id, "leader_epoch": s.epoch,
+            "high_watermark": -1 if hw is None else hw, "current_voters": voters, "observers": observers})})
 
     # ================================================================== status (tests, observer)
 
@@ -756,4 +786,4 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "write_json_atomic"]
+__all__ = ["DESCRIBE_QUORUM", "NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "write_json_atomic"]

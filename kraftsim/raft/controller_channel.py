@@ -23,6 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftsim.raft.client import DESCRIBE_QUORUM
 from kraftsim.wire import Client
 
 RETRY_BACKOFF_S = 0.05
@@ -76,6 +77,12 @@ def not_controller(resp: Any) -> tuple[bool, int, int]:
     for t in getattr(resp, "topics", ()) or ():  # CreateTopics: per-topic errors
         if getattr(t, "error_code", None) == ErrorCode.not_controller:
             return True, -1, -1
+        if getattr(resp, "__api_key__", None) == DESCRIBE_QUORUM:
+            # a controller that is not the raft leader (KafkaRaftClient.handleDescribeQuorumRequest)
+            # names no leader; only here is NOT_LEADER_OR_FOLLOWER "ask another controller"
+            for p in t.partitions:
+                if p.error_code == ErrorCode.not_leader_or_follower:
+                    return True, -1, -1
     for t in getattr(resp, "responses", ()) or ():  # Fetch of __cluster_metadata
         for p in t.partitions:
             cl = getattr(p, "current_leader", None)

@@ -148,6 +148,11 @@ class MetadataQuorum:
         for t in req.topics:
             for p in t.partitions:
                 offset = int(p.fetch_offset)
+        s = self.raft.quorum.state
+        if isinstance(s, Leader):
+            # the broker is an observer of the quorum: DescribeQuorum lists it with its fetch
+            # position (KafkaRaftClient.handleFetchRequest -> LeaderState.updateReplicaState)
+            s.update_observer_state(int(req.replica_id), offset, int(time.time() * 1000))
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), 5.0)
         while True:
             waiter = self.raft.progress

@@ -17,11 +17,13 @@ Every transition is written to the quorum-state file before it takes effect
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 from kraftsim.raft.store import NO_LEADER, NOT_VOTED, ElectionState, FileQuorumStateStore
 
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR
+OBSERVER_SESSION_TIMEOUT_MS = 300_000  # LeaderState.OBSERVER_SESSION_TIMEOUT_MS
 RETRY_BACKOFF_BASE_MS = 50  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS
 
 
@@ -85,8 +87,27 @@ class Candidate:
 
 @dataclass
 class ReplicaState:
+    """LeaderState.ReplicaState: what the leader knows of one replica. ``last_fetch`` is
+    monotonic (check quorum); the ``*_ms`` fields are wall-clock milliseconds because that is
+    what DescribeQuorum reports (KIP-836: the leader's wall clock)."""
     end_offset: int | None = None
     last_fetch: float = 0.0
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_leo: int = -1
+
+    def update_follower_state(self, fetch_offset: int, leader_end_offset: int | None, now_ms: int) -> None:
+        """LeaderState.ReplicaState.updateFollowerState: caught up now if the fetch reached the
+        leader's end offset; else caught up as of the previous fetch if this one reached the
+        leader's end offset of that previous fetch."""
+        if leader_end_offset is not None:
+            if fetch_offset >= leader_end_offset:
+                self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+            elif self.last_fetch_leader_leo > 0 and fetch_offset >= self.last_fetch_leader_leo:
+                self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+            self.last_fetch_leader_leo = leader_end_offset
+        self.last_fetch_ms = max(self.last_fetch_ms, now_ms)
+        self.end_offset = fetch_offset
 
 
 @dataclass
@@ -100,6 +121,7 @@ class Leader:
     now: float
     high_watermark: int | None = None
     replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    observers: dict[int, ReplicaState] = field(default_factory=dict)
     fetched_voters: set[int] = field(default_factory=set)
     begin_quorum_acked: set[int] = field(default_factory=set)
     check_quorum_deadline: float = 0.0
@@ -121,14 +143,16 @@ class Leader:
         self.replicas[self.local_id].end_offset = end_offset
         return self._maybe_update_high_watermark()
 
-    def update_replica_state(self, replica: int, fetch_offset: int, now: float) -> bool:
+    def update_replica_state(self, replica: int, fetch_offset: int, now: float, now_ms: int | None = None) -> bool:
         """LeaderState.updateReplicaState: a voter's Fetch offset is its end offset; only voters
         move the high watermark. Also the check-quorum bookkeeping
-        (LeaderState.updateCheckQuorumForFollowingVoter)."""
+        (LeaderState.updateCheckQuorumForFollowingVoter). ``now_ms`` is the wall clock the
+        DescribeQuorum timestamps use (updateFollowerState)."""
         st = self.replicas.get(replica)
         if st is None:
             return False
-        st.end_offset = fetch_offset
+        st.update_follower_state(fetch_offset, self.replicas[self.local_id].end_offset,
+                                 int(time.time() * 1000) if now_ms is None else now_ms)
         st.last_fetch = now
         self.fetched_voters.add(replica)
         if len(self.fetched_voters) >= len(self.voters) // 2 + 1 - 1:  # the leader counts itself
@@ -152,6 +176,29 @@ class Leader:
             self.high_watermark = candidate
             return True
         return False
+
+    def update_observer_state(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+        """LeaderState.updateReplicaState for a replica that is not a voter (a broker's metadata
+        Fetch): it becomes an observer (getOrCreateReplicaState) and never moves the high watermark."""
+        if replica < 0 or replica == self.local_id or replica in self.replicas:
+            return
+        st = self.observers.setdefault(replica, ReplicaState())
+        st.update_follower_state(fetch_offset, self.replicas[self.local_id].end_offset, now_ms)
+
+    def describe(self, now_ms: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+        """(voters, observers) as DescribeQuorum reports them (RaftUtil.toReplicaState): the
+        leader's own timestamps are "now"; an unknown end offset is -1; observers silent for
+        OBSERVER_SESSION_TIMEOUT_MS are dropped first (LeaderState.clearInactiveObservers)."""
+        for rid in [r for r, st in self.observers.items() if now_ms - st.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS]:
+            del self.observers[rid]
+
+        def one(rid: int, st: ReplicaState) -> dict[str, int]:
+            own = rid == self.local_id
+            return {"replica_id": rid, "log_end_offset": -1 if st.end_offset is None else st.end_offset,
+                    "last_fetch_timestamp": now_ms if own else st.last_fetch_ms,
+                    "last_caught_up_timestamp": now_ms if own else st.last_caught_up_ms}
+        return ([one(r, st) for r, st in sorted(self.replicas.items())],
+                [one(r, st) for r, st in sorted(self.observers.items())])
 
     def check_quorum_expired(self, now: float) -> bool:
         """LeaderState.timeUntilCheckQuorumExpires == 0: no majority fetched within 1.5 x fetch
