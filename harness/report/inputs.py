@@ -55,6 +55,9 @@ class RunData:
     observer: pd.DataFrame | None  # t, topic, partition, leader, leader_epoch, isr, elr, error
     events: pd.DataFrame          # cluster + proxy events: t, host, node, role, event, ...
     notes: list[str] = field(default_factory=list)
+    #: the observer's DescribeQuorum samples (controller-quorum.jsonl): t, leader_id,
+    #: leader_epoch, high_watermark, voters (count), error, broker; None when absent
+    controller_quorum: pd.DataFrame | None = None
 
     @property
     def run_id(self) -> str:
@@ -212,6 +215,32 @@ def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.
         pd.DataFrame(phases, columns=["t", "phase"]), pd.DataFrame(notes, columns=["t", "note"])
 
 
+QUORUM_COLUMNS = ["t", "leader_id", "leader_epoch", "high_watermark", "voters", "error", "broker"]
+
+
+def _controller_quorum(path: Path, notes: list[str]) -> pd.DataFrame:
+    """The observer's DescribeQuorum lines (workloads/controller_quorum.py): one row per line
+    with a numeric ``t``; ``voters`` becomes the number of voters. A line whose leader or
+    epoch is not a whole number is one clear error (file, field, wanted)."""
+    rows = []
+    for i, r in enumerate(_jsonl(path, notes), 1):
+        t = r.get("t")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        for k in ("leader_id", "leader_epoch", "high_watermark"):
+            v = r.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ReportInputError(path, f"line {i}: {k}", f"an integer or null, got {v!r}")
+        voters = r.get("voters")
+        rows.append({"t": float(t), "leader_id": r.get("leader_id"), "leader_epoch": r.get("leader_epoch"),
+                     "high_watermark": r.get("high_watermark"),
+                     "voters": len(voters) if isinstance(voters, list) else None,
+                     "error": r.get("error") if isinstance(r.get("error"), str) else None,
+                     "broker": r.get("broker")})
+    df = pd.DataFrame(rows, columns=QUORUM_COLUMNS)
+    return df.sort_values("t", kind="stable").reset_index(drop=True)
+
+
 def _events(run_dir: Path, wall_at_t0: float | None, notes: list[str]) -> pd.DataFrame:
     frames: list[pd.DataFrame] = []
     sources = sorted((run_dir / "cluster-logs").glob("*/events.jsonl"))
@@ -353,6 +382,9 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
         observer["t"] = pd.to_numeric(observer["t"], errors="coerce")
         observer = observer.dropna(subset=["t"]).sort_values("t", kind="stable").reset_index(drop=True)
 
+    cq = d / "controller-quorum.jsonl"
+    controller_quorum = _controller_quorum(cq, notes) if cq.is_file() else None
+
     wall0 = run.get("wall_at_t0")
     events = _events(d, float(wall0) if wall0 is not None else None, notes)
     events = _name_topic_ids(events, observer, campaign, notes)
@@ -362,7 +394,7 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     return RunData(run_dir=d, run=run, verdict=verdict, campaign=campaign, throughput=throughput,
                    lost_by_partition=lbp, faults=faults, phases=phases, timeline_notes=tl_notes,
                    observer=observer,
-                   events=events, notes=notes)
+                   events=events, notes=notes, controller_quorum=controller_quorum)
 
 
 def read_evidence(run_dir: Path, anomaly: str, limit: int | None) -> tuple[pd.DataFrame | None, Path | None]:

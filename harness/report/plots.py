@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
+from harness.report.controllers import Segment  # noqa: E402
 from harness.report.events import leader_intervals  # noqa: E402
 
 MAX_POINTS = 1500
@@ -104,11 +105,58 @@ def _dedupe(df: pd.DataFrame, end_t: float, by: str = "row") -> pd.DataFrame:
     return out
 
 
+CONTROLLER_CMAP = plt.get_cmap("Set2")
+CONTROLLER_LANE = "active controller"
+
+
+def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float) -> None:
+    """One lane: a bar per stretch of one controller's leadership, coloured by controller,
+    labelled ``id · e<epoch>`` where wide enough; hatched where no controller was known to
+    lead; a black tick at every change, so a re-election of the same controller in a new
+    epoch is visible too."""
+    ids = sorted({s.leader for s in segments if s.leader is not None})
+    colour = {c: CONTROLLER_CMAP(i % 8) for i, c in enumerate(ids)}
+    bars, fcs, gaps = [], [], []
+    for s in segments:
+        b = s.start + max(s.stop - s.start, end_t / 800)
+        box = [(s.start, -0.32), (b, -0.32), (b, 0.32), (s.start, 0.32)]
+        if s.leader is None:
+            gaps.append(box)
+        else:
+            bars.append(box)
+            fcs.append(colour[s.leader])
+    if bars:
+        ax.add_collection(PolyCollection(bars, facecolors=fcs, edgecolors="none", zorder=2))
+    if gaps:
+        ax.add_collection(PolyCollection(gaps, facecolors="white", edgecolors="#555555", hatch="////",
+                                         linewidths=0.4, zorder=2))
+    changes = [s.start for s in segments[1:]]
+    if changes:
+        ax.vlines(changes, -0.42, 0.42, color="black", lw=0.9, zorder=3)
+    labelled = 0
+    for s in segments:
+        if s.leader is None or s.stop - s.start < end_t / 30 or labelled >= 2 * MAX_ANNOTATIONS:
+            continue
+        ax.text((s.start + min(s.stop, end_t)) / 2, 0, f"{s.leader} · e{s.epoch}", ha="center", va="center",
+                fontsize=7, color="#222222", zorder=4, clip_on=True)
+        labelled += 1
+    ax.set_yticks([0], [CONTROLLER_LANE], fontsize=7.5)
+    ax.set_ylim(-0.6, 0.6)
+    ax.tick_params(axis="y", length=0)
+    from matplotlib.patches import Patch
+    handles = [Patch(facecolor=colour[c], label=f"controller {c}") for c in ids]
+    if gaps:
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no active controller"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.1), fontsize=7, frameon=False,
+              ncol=2 if len(handles) > 3 else 1)
+
+
 def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.DataFrame,
                  phases: pd.DataFrame, rows: list[str], intervals: dict[str, list[tuple[float, Any]]],
                  elections: pd.DataFrame, isr: pd.DataFrame, alters: pd.DataFrame,
-                 lost: pd.DataFrame, hidden_partitions: int) -> str:
-    """The whole-run figure: throughput, ack latency, then one row per partition with leader
+                 lost: pd.DataFrame, hidden_partitions: int, controllers: list[Segment] | None = None) -> str:
+    """The whole-run figure: throughput, ack latency, the active controller (when given:
+    harness/report/controllers.py), fault lanes, then one row per partition with leader
     intervals, elections, ISR changes, AlterPartition answers and lost writes at ack time."""
     end_t = max(end_t, 1.0)
     # phases after the run (check, report) happen minutes later: drawing them would stretch
@@ -118,7 +166,8 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     has_tp = throughput is not None and not throughput.empty
     lanes = fault_lanes(faults)
     by_kind = bool(lanes) and lanes[0] in set(faults["fault"])
-    heights = ([1.6, 1.2] if has_tp else []) + ([0.22 * len(lanes) + 0.3] if lanes else []) + [0.42 * n_rows + 0.6]
+    heights = ([1.6, 1.2] if has_tp else []) + ([0.45] if controllers else []) \
+        + ([0.22 * len(lanes) + 0.3] if lanes else []) + [0.42 * n_rows + 0.6]
     fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(12, sum(heights) + 0.6),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = list(axes[:, 0])
@@ -149,6 +198,8 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
             lat.set_yscale("log")
         lat.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
 
+    if controllers:
+        _controller_lane(axes[2 if has_tp else 0], controllers, end_t)
     for i, p in enumerate(phases.itertuples()):
         # alternate heights so phases a second apart do not print over each other
         axes[0].text(p.t, 1.0 + 0.07 * (i % 3), f" {p.phase}", transform=axes[0].get_xaxis_transform(),

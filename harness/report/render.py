@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report import controllers
 from harness.report import events as ev
 from harness.report import jinja
 from harness.report import plots, tables
@@ -204,10 +205,13 @@ def build_context(data: RunData) -> dict[str, Any]:
         activity[k] = activity.get(k, 0) + 1e9 + n
     rows = sorted(activity, key=lambda k: (-activity[k], ev.pkey_order(k)))
     shown_rows = sorted(rows[:plots.MAX_PARTITION_ROWS], key=ev.pkey_order)
+    ctl_segments, ctl_voters = controllers.active_controller(data.controller_quorum, data.events, end_t)
+    ctl_lane = controllers.show_lane(ctl_segments, ctl_voters)
     timeline = plots.timeline_svg(end_t=end_t, throughput=data.throughput, faults=data.faults,
                                   phases=data.phases, rows=shown_rows, intervals=series, elections=elections,
                                   isr=isr, alters=alters, lost=lost_pts,
-                                  hidden_partitions=max(0, len(rows) - len(shown_rows)))
+                                  hidden_partitions=max(0, len(rows) - len(shown_rows)),
+                                  controllers=ctl_segments if ctl_lane else None)
     lost_bars = plots.lost_by_partition_svg(pd.Series(by_part)) if len(by_part) > 1 else ""
 
     faults = data.faults.assign(duration=(data.faults["stop"] - data.faults["start"]).round(3)) \
@@ -227,6 +231,10 @@ def build_context(data: RunData) -> dict[str, Any]:
         "command": run.get("command"), "campaign_path": run.get("campaign_path"),
         "notes": data.notes,
         "timeline": timeline, "lost_bars": lost_bars,
+        "controllers": {"count": len(ctl_segments), "voters": ctl_voters, "lane": ctl_lane,
+                        "source": ctl_segments[0].source if ctl_segments else None,
+                        "table": tables.to_html(controllers.table(ctl_segments), table_id="active-controller")}
+        if ctl_segments else None,
         "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition, stories), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),
         "stories": [_story_view(st) for st in (data.verdict or {}).get("stories") or [] if isinstance(st, dict)],
