@@ -22,7 +22,11 @@ real cluster that window is milliseconds; here the protocol-aware proxy
   appears in ``proxy-events.jsonl``.
 
 Placement: by configuration (brokers' ``controller.quorum.bootstrap.servers`` points at
-the proxy; the harness does this for kraftsim and for lab clusters it deploys). The proxy
+the proxy; the harness does this for kraftsim and for lab clusters it deploys), or by DNAT in
+front of a running cluster. With a controller quorum the proxy has one listener per
+controller and one DNAT rule per controller, so it follows the active controller as the
+brokers do (NOT_CONTROLLER, leader hints), and a held AlterPartition whose controller dies
+is re-sent by the broker to the new one and stays held (nemeses.proxy.server). The proxy
 is a process of its own started through a transport and registered in the heal ledger
 (kind ``process``) so `faultline heal` stops it; holds never outlive it (it releases
 everything it holds when stopped).
@@ -60,6 +64,8 @@ class ProxyHandle:
     events: str
     listen: str
     ledger_id: str | None = None
+    #: one listener per upstream controller, in the order of ``upstream``
+    listens: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.transport.name, "pid": self.pid, "control_dir": self.control_dir,
@@ -84,8 +90,9 @@ def start_proxy(transport: Transport, *, listen: str, upstream: str, control_dir
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ready = transport.read_text(f"{control_dir}/ready")
-        if ready:
-            handle.listen = ready.strip()
+        if ready and ready.strip():
+            handle.listens = tuple(ready.split())
+            handle.listen = handle.listens[0]
             return handle
         if not transport.pid_alive(pid):
             log = (transport.read_text(f"{control_dir}/proxy.log") or "").strip().splitlines()
@@ -139,18 +146,29 @@ def resolve_topic_ids(bootstrap: str, topics: list[str], timeout: float = 10.0) 
     return out
 
 
-def controller_address(ctx: Any) -> str:
-    """HOST:PORT of the (first) controller's listener, from the inventory (``upstream: auto``)."""
+def controller_addresses(ctx: Any) -> str:
+    """HOST:PORT of every controller's listener, comma-separated, from the inventory
+    (``upstream: auto``): with a quorum the proxy stands in front of each voter."""
+    out: list[str] = []
     for n in ctx.nodes.values():
         if n.role != "controller":
             continue
-        listeners = getattr(getattr(n, "spec", None), "listeners", None) or getattr(n, "listeners", None) or ""
-        for item in str(listeners).split(","):
-            hostport = item.split("://", 1)[-1]
-            host, _, port = hostport.rpartition(":")
-            if port.isdigit():
-                return f"{host or n.address}:{port}"
-    raise ValueError("alter-partition: upstream: auto needs a controller host with kafka_listeners in the inventory")
+        hostport = _listener_hostport(n)
+        if hostport:
+            out.append(hostport)
+    if not out:
+        raise ValueError("alter-partition: upstream: auto needs a controller host with kafka_listeners in the inventory")
+    return ",".join(out)
+
+
+def _listener_hostport(n: Any) -> str | None:
+    listeners = getattr(getattr(n, "spec", None), "listeners", None) or getattr(n, "listeners", None) or ""
+    for item in str(listeners).split(","):
+        hostport = item.split("://", 1)[-1]
+        host, _, port = hostport.rpartition(":")
+        if port.isdigit():
+            return f"{host or n.address}:{port}"
+    return None
 
 
 @register
@@ -178,7 +196,7 @@ class AlterPartitionDelay(Nemesis):
         if not (conf.get("listen") and conf.get("upstream")):
             raise ValueError(f"alter-partition: no proxy running with control dir {self.control_dir}; "
                              "give settings.proxy.listen and .upstream to start one")
-        upstream = conf["upstream"] if conf["upstream"] != "auto" else controller_address(ctx)
+        upstream = conf["upstream"] if conf["upstream"] != "auto" else controller_addresses(ctx)
         placement = conf.get("placement", "config")
         if placement not in ("config", "dnat"):
             raise ValueError(f"alter-partition: settings.proxy.placement must be config or dnat, got {placement!r}")
@@ -190,35 +208,54 @@ class AlterPartitionDelay(Nemesis):
         self.placement: FaultRecord | None = None
         if placement == "dnat":
             try:
-                self.placement = self.place_dnat(upstream, self.handle.listen, source)
+                self.placement = self.place_dnat(upstream, self.handle.listens or (self.handle.listen,), source)
             except Exception:
                 self.teardown()
                 raise
 
-    def place_dnat(self, upstream: str, listen: str, source: str | None) -> FaultRecord:
+    def place_dnat(self, upstream: str, listens: tuple[str, ...], source: str | None) -> FaultRecord:
         """Put the proxy in front of a running cluster: on every broker host, new connections
-        to the controller are DNATed to the proxy, and existing ones are reset (``ss -K``, plus
-        a REJECT for any direct flow left) so the brokers reconnect through it. Recorded in
-        the ledger as a fault of its own, so `faultline heal` removes the rules."""
-        cip, _, cport = upstream.rpartition(":")
-        pip, _, pport = listen.rpartition(":")
-        match = ["-p", "tcp", "-d", cip, "--dport", cport] + (["!", "-s", source] if source else [])
-        hosts: dict[Any, str] = {}
-        for n in self.ctx.brokers():
-            t = n.transport
-            key = ("local", getattr(t, "netns", None)) if isinstance(t, LocalTransport) else n.name
-            hosts.setdefault(key, n.name)
-        record = FaultRecord(fault=self.name, targets=sorted(hosts.values()),
-                             params={"placement": "dnat", "upstream": upstream, "proxy": listen},
-                             undo={"hosts": sorted(hosts.values()), "placement": True})
+        to each controller are DNATed to that controller's proxy listener, and existing ones
+        are reset (``ss -K``, plus a REJECT for any direct flow left) so the brokers reconnect
+        through it. Where a host also runs a controller (the embedded cluster: one network
+        namespace), the rules match the brokers' own addresses, so Raft traffic between
+        controllers stays direct. Recorded in the ledger as a fault of its own, so
+        `faultline heal` removes the rules."""
+        pairs = list(zip(upstream.split(","), listens))
+        if len(pairs) != len(upstream.split(",")):
+            raise TransportError(f"alter-partition: the proxy listens {len(listens)} times for "
+                                 f"{len(upstream.split(','))} controllers")
+        hosts: dict[Any, list[Any]] = {}
+        for n in self.ctx.nodes.values():
+            hosts.setdefault(self._host_key(n), []).append(n)
+        targets = {key: nodes for key, nodes in hosts.items() if any(n.role == "broker" for n in nodes)}
+        names = sorted(nodes[0].name for nodes in targets.values())
+        record = FaultRecord(fault=self.name, targets=names,
+                             params={"placement": "dnat", "upstream": upstream, "proxy": ",".join(listens)},
+                             undo={"hosts": names, "placement": True})
         self.begin(record)
-        for name in record.undo["hosts"]:
-            t = self.ctx.nodes[name].transport
-            add_raw(t, "nat", "OUTPUT", match + ["-j", "DNAT", "--to-destination", f"{pip}:{pport}"], record.id)
-            add_raw(t, "filter", "OUTPUT", match + ["-j", "REJECT", "--reject-with", "tcp-reset"], record.id)
-            kill = ["ss", "-K", "dst", cip, "dport", "=", f":{cport}"] + (["and", "not", "src", source] if source else [])
-            net_run(t, kill)
+        for nodes in targets.values():
+            t = nodes[0].transport
+            shared = any(n.role == "controller" for n in nodes)
+            sources = sorted({(_listener_hostport(n) or "").rpartition(":")[0] for n in nodes
+                              if n.role == "broker"} - {""}) if shared else [None]
+            for ctl, listen in pairs:
+                cip, _, cport = ctl.strip().rpartition(":")
+                pip, _, pport = listen.rpartition(":")
+                for src in sources:
+                    match = ["-p", "tcp", "-d", cip, "--dport", cport] \
+                        + (["-s", src] if src else ["!", "-s", source] if source else [])
+                    add_raw(t, "nat", "OUTPUT", match + ["-j", "DNAT", "--to-destination", f"{pip}:{pport}"], record.id)
+                    add_raw(t, "filter", "OUTPUT", match + ["-j", "REJECT", "--reject-with", "tcp-reset"], record.id)
+                    kill = ["ss", "-K", "dst", cip, "dport", "=", f":{cport}"] \
+                        + (["and", "src", src] if src else ["and", "not", "src", source] if source else [])
+                    net_run(t, kill)
         return record
+
+    @staticmethod
+    def _host_key(n: Any) -> Any:
+        t = n.transport
+        return ("local", getattr(t, "netns", None)) if isinstance(t, LocalTransport) else n.name
 
     def teardown(self) -> None:
         if getattr(self, "placement", None) is not None:

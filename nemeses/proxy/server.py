@@ -5,6 +5,16 @@ frame waits for the one before it, so holding an AlterPartition also holds whate
 same broker sends after it *on that connection* (in Kafka and kraftsim AlterPartition has
 its own channel, so heartbeats and metadata keep flowing - seed 003 §2.9.2).
 
+With a controller quorum the proxy listens once per controller (``--upstream`` lists them, in
+the order of the listeners), so each DNAT rule or broker config keeps its controller apart and
+a broker's NOT_CONTROLLER retries (NodeToControllerChannelManager) still reach the controller
+they name. A hold follows its request across connections: when the controller a held
+AlterPartition was bound for dies, the proxy closes the broker's connection as the dead
+controller would; Kafka's broker then sends the same request again, to the controller it
+now believes active (NodeToControllerRequestThread.handleResponse, ``wasDisconnected``:
+``putFirst(queueItem)``). That copy joins the same hold and leaves it on release - towards
+the *new* controller, which is seed 000's step 6 through a real controller failover.
+
 Control is a directory the nemesis writes through the transport (works on any host):
 ``control.json`` (re-read when it changes) and ``status.json`` (written by the proxy).
 Events go to a JSON Lines file in the cluster-event shape (``role: "proxy"``).
@@ -12,6 +22,7 @@ Events go to a JSON Lines file in the cluster-event shape (``role: "proxy"``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -50,21 +61,28 @@ class Held:
     unfenced_after: set[int] = field(default_factory=set)   # registered again, then unfenced
 
 
+def hostport(a: tuple[str, int]) -> str:
+    return f"{a[0]}:{a[1]}"
+
+
 class Proxy:
-    def __init__(self, listen: tuple[str, int], upstream: tuple[str, int], control_dir: Path,
+    def __init__(self, listen: tuple[str, int], upstreams: list[tuple[str, int]], control_dir: Path,
                  events: Path, node: int = -1, source: str | None = None):
-        self.listen, self.upstream, self.source = listen, upstream, source
+        if not upstreams:
+            raise ValueError("the proxy needs at least one upstream")
+        self.listen, self.upstreams, self.source = listen, list(upstreams), source
         self.control_dir = control_dir
         self.control_dir.mkdir(parents=True, exist_ok=True)
         self.log = EventLog(events, node)
         self.control: dict[str, Any] = {}
         self._control_mtime = 0.0
         self.held: list[Held] = []
+        self.recently_released: list[Held] = []
         self.spent_holds: set[str] = set()
         self.released: list[dict[str, Any]] = []
         self.known_isr: dict[tuple[str | None, int], list[int]] = {}
         self.counts: dict[int, int] = {}
-        self.bound_port = 0
+        self.bound: list[tuple[str, int]] = []   # one listener per upstream, same order
         self.delay_until = 0.0   # wall time before which AlterPartitions wait (then_delay_ms)
 
     # ---- control ------------------------------------------------------------------
@@ -90,8 +108,9 @@ class Proxy:
         self._write_status()
 
     def _write_status(self) -> None:
-        st = {"pid": os.getpid(), "listen": [self.listen[0], self.bound_port],
-              "upstream": list(self.upstream), "generation": self.control.get("generation"),
+        st = {"pid": os.getpid(), "listen": list(self.bound[0]) if self.bound else None,
+              "listens": [hostport(b) for b in self.bound],
+              "upstreams": [hostport(u) for u in self.upstreams], "generation": self.control.get("generation"),
               "held": [{"hold_id": h.hold_id, "since": h.since,
                         "partitions": [c.__dict__ for c in h.changes]} for h in self.held],
               "released": self.released[-50:], "spent_holds": sorted(self.spent_holds),
@@ -117,10 +136,34 @@ class Proxy:
         known = self.known_isr.get((c.topic_id or c.topic_name, c.partition))
         return known is None or x not in known   # "adds X": X not in the ISR we last saw
 
-    def _on_alter_partition(self, info: codec.RequestInfo) -> asyncio.Future | float | None:
+    @staticmethod
+    def _resend_of(holds: list[Held], changes: list[codec.PartitionChange]) -> Held | None:
+        """The hold whose request this one re-sends: same partition, same proposed ISR, same
+        leader and partition epochs (AlterPartitionManager re-sends the queued item as is)."""
+        for h in holds:
+            for c in changes:
+                if any((c.topic_id or c.topic_name, c.partition, c.leader_epoch, c.partition_epoch, sorted(c.new_isr))
+                       == (o.topic_id or o.topic_name, o.partition, o.leader_epoch, o.partition_epoch, sorted(o.new_isr))
+                       for o in h.changes):
+                    return h
+        return None
+
+    def _on_alter_partition(self, info: codec.RequestInfo, upstream: tuple[str, int]) -> asyncio.Future | float | None:
         """Return a future to wait for (hold), a delay in seconds, or None (pass)."""
         changes = codec.partition_changes(info.body)
         spec = self.control.get("hold")
+        h = self._resend_of(self.held, changes)
+        if h is None:
+            # released, and the controller it went to was not (or no longer) active: the
+            # broker's retry passes at once - then_delay_ms is for the *next* change
+            h = self._resend_of(self.recently_released, changes)
+        if h is not None:
+            for c in changes:
+                self.log.emit("proxy_hold_followed", hold_id=h.hold_id, topic=self._topic(c), partition=c.partition,
+                              leader=c.leader, new_isr=c.new_isr, upstream=hostport(upstream),
+                              held=h in self.held,
+                              why="the broker sent the held request again on a new connection")
+            return h.release if h in self.held else None
         if spec and spec.get("id") not in self.spent_holds and \
                 any(self._matches_hold(spec, c) for c in changes):
             fut = asyncio.get_running_loop().create_future()
@@ -133,7 +176,7 @@ class Proxy:
                               partition=c.partition, leader=c.leader, leader_epoch=c.leader_epoch,
                               new_isr=c.new_isr, broker_epochs=c.broker_epochs,
                               partition_epoch=c.partition_epoch, version=info.api_version,
-                              until=h.until)
+                              until=h.until, upstream=hostport(upstream))
             self._write_status()
             return fut
         delay = float(self.control.get("delay_ms") or 0) / 1000.0
@@ -147,6 +190,7 @@ class Proxy:
     def _release(self, h: Held, reason: str) -> None:
         if h in self.held:
             self.held.remove(h)
+            self.recently_released = (self.recently_released + [h])[-8:]
         held_ms = round((time.time() - h.since) * 1000, 1)
         if h.then_delay_s and reason != "proxy stopping":
             self.delay_until = max(self.delay_until, time.time() + h.then_delay_s)
@@ -184,7 +228,7 @@ class Proxy:
             await asyncio.sleep(0.05)
 
     # ---- responses -------------------------------------------------------------------
-    def _on_response(self, req: codec.RequestInfo, frame: bytes) -> None:
+    def _on_response(self, req: codec.RequestInfo, frame: bytes, upstream: tuple[str, int]) -> None:
         try:
             resp = codec.decode_response(frame, req.api_key, req.api_version)
         except Exception as e:  # never break the stream for a decode problem
@@ -204,7 +248,7 @@ class Proxy:
             b = int(req.body.broker_id)
             code = int(resp.error_code)
             self.log.emit("broker_registration_seen", broker=b, broker_epoch=int(resp.broker_epoch),
-                          error_code=code, error=codec.error_name(code))
+                          error_code=code, error=codec.error_name(code), upstream=hostport(upstream))
             if code == 0:
                 for h in self.held:
                     h.registered_after.add(b)
@@ -215,6 +259,15 @@ class Proxy:
         # AlterPartition: one event per partition, with the controller's answer
         sent = {(c.topic_id or c.topic_name, c.partition): c for c in codec.partition_changes(req.body)}
         top = int(resp.error_code)
+        if top and not resp.topics:
+            # e.g. NOT_CONTROLLER from a controller that is not (or no longer) active: the
+            # broker sends the request again elsewhere; say where this copy ended
+            for c in sent.values():
+                self.log.emit("alter_partition", topic=self._topic(c), topic_id=c.topic_id, partition=c.partition,
+                              leader=c.leader, new_isr=c.new_isr, broker_epochs=c.broker_epochs,
+                              partition_epoch=c.partition_epoch, version=req.api_version, accepted=False,
+                              error=codec.error_name(top), error_code=top, upstream=hostport(upstream))
+            return
         for t in resp.topics:
             tkey = str(t.topic_id) if getattr(t, "topic_id", None) is not None else getattr(t, "topic_name", None)
             for p in t.partitions:
@@ -228,7 +281,7 @@ class Proxy:
                     new_isr=c.new_isr if c else None, broker_epochs=c.broker_epochs if c else {},
                     partition_epoch=int(p.partition_epoch), version=req.api_version,
                     accepted=code == 0, error=codec.error_name(code), error_code=code,
-                    isr=[int(b) for b in p.isr], leader_epoch=int(p.leader_epoch))
+                    isr=[int(b) for b in p.isr], leader_epoch=int(p.leader_epoch), upstream=hostport(upstream))
 
     # ---- the pumps -------------------------------------------------------------------
     async def _read_frame(self, r: asyncio.StreamReader) -> bytes | None:
@@ -239,12 +292,12 @@ class Proxy:
             return None
         return size + body
 
-    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+    async def _handle(self, upstream: tuple[str, int], cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
         try:
-            ur, uw = await asyncio.open_connection(*self.upstream,
+            ur, uw = await asyncio.open_connection(*upstream,
                                                    local_addr=(self.source, 0) if self.source else None)
         except OSError as e:
-            self.log.emit("proxy_upstream_unreachable", upstream=list(self.upstream), error=str(e))
+            self.log.emit("proxy_upstream_unreachable", upstream=hostport(upstream), error=str(e))
             cw.close()
             return
         pending: dict[int, codec.RequestInfo] = {}
@@ -259,7 +312,7 @@ class Proxy:
                     if info.api_key in codec.DECODED and info.body is not None:
                         pending[info.correlation_id] = info
                         if info.api_key == codec.ALTER_PARTITION:
-                            gate = self._on_alter_partition(info)
+                            gate = self._on_alter_partition(info, upstream)
                 except Exception as e:
                     self.log.emit("proxy_decode_error", error=str(e))
                 await queue.put((frame, gate, time.monotonic()))
@@ -270,7 +323,9 @@ class Proxy:
                 frame, gate, arrived = item
                 all_delay = float(self.control.get("delay_all_ms") or 0) / 1000.0
                 if isinstance(gate, asyncio.Future):
-                    await gate
+                    # shielded: a hold is shared with re-sends of its request; this
+                    # connection dying must not cancel it for them
+                    await asyncio.shield(gate)
                 elif isinstance(gate, float):
                     await asyncio.sleep(max(0.0, arrived + gate - time.monotonic()))
                 if all_delay:
@@ -295,7 +350,7 @@ class Proxy:
                     await asyncio.sleep(max(0.0, arrived + all_delay - time.monotonic()))
                 req = pending.pop(codec.response_correlation_id(frame[4:]), None)
                 if req is not None:
-                    self._on_response(req, frame[4:])
+                    self._on_response(req, frame[4:], upstream)
                 cw.write(frame)
                 await cw.drain()
 
@@ -317,19 +372,29 @@ class Proxy:
                     pass
 
     async def serve(self) -> None:
-        server = await asyncio.start_server(self._handle, *self.listen, reuse_address=True)
-        self.bound_port = server.sockets[0].getsockname()[1]
+        servers = []
+        for k, upstream in enumerate(self.upstreams):
+            port = self.listen[1] + k if self.listen[1] else 0
+            server = await asyncio.start_server(functools.partial(self._handle, upstream), self.listen[0], port,
+                                                reuse_address=True)
+            servers.append(server)
+            self.bound.append((self.listen[0], server.sockets[0].getsockname()[1]))
         self._read_control()
         self._write_status()
-        self.log.emit("proxy_started", listen=[self.listen[0], self.bound_port], upstream=list(self.upstream))
-        (self.control_dir / "ready").write_text(f"{self.listen[0]}:{self.bound_port}\n")
+        self.log.emit("proxy_started", listens=[hostport(b) for b in self.bound],
+                      upstreams=[hostport(u) for u in self.upstreams])
+        # one line per upstream, in order: where to send what was bound for that controller
+        (self.control_dir / "ready").write_text("".join(f"{hostport(b)}\n" for b in self.bound))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, stop.set)
         ticker = asyncio.create_task(self._ticker())
-        async with server:
+        try:
             await stop.wait()
+        finally:
+            for server in servers:
+                server.close()
         ticker.cancel()
         for h in list(self.held):   # never leave a broker waiting forever on exit
             self._release(h, "proxy stopping")
