@@ -9,6 +9,7 @@ documented in docs/campaigns.md; the step language lives in :mod:`nemeses.schedu
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import random
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
 
 TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "seed")
-TARGET_KEYS = ("inventory", "settings")
+TARGET_KEYS = ("inventory", "settings", "controllers")
 TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
                  "recovery_timeout", "value_bytes", "request_timeout")
@@ -83,6 +84,12 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
         keys, value = parse_override(item)
         if keys[0] not in TOP_KEYS:
             raise ConfigError(None, "--set", f"{'.'.join(keys)}: unknown campaign key {keys[0]!r}; expected one of {', '.join(TOP_KEYS)}")
+        if keys[0] == "target" and len(keys) == 2 and keys[1] == "controllers":
+            tgt = doc.setdefault("target", {})
+            if not isinstance(tgt, dict):
+                raise ConfigError(None, "--set", "target: the campaign's target is not a mapping")
+            tgt["controllers"] = value
+            continue
         if keys[0] == "target" and len(keys) > 1 and keys[1] != "inventory":
             rest = keys[2:] if keys[1] == "settings" else keys[1:]
             if not rest:
@@ -136,6 +143,14 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
     if settings and not inventory.embedded:
         raise c.fail("target.settings", "target settings are passed to the embedded kraftsim cluster; "
                      "a remote cluster's configuration is its own (remove target.settings)")
+    if target.get("controllers") is not None:
+        # the embedded cluster's controller count, for this campaign: a quorum of 3 where a
+        # scenario should meet Raft failover, 1 where start-up speed matters more
+        if not inventory.embedded:
+            raise c.fail("target.controllers", "sets the embedded kraftsim cluster's controller count; "
+                         "a remote cluster has the controllers its inventory lists (remove target.controllers)")
+        inventory = dataclasses.replace(inventory, kraftsim_controllers=c.integer(
+            target["controllers"], "target.controllers", min=1, max=9))
 
     t = c.mapping(doc.get("topic"), "topic")
     c.keys(t, "topic", TOPIC_KEYS)
