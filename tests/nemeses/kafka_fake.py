@@ -60,8 +60,11 @@ class FakeController:
         self.lock = threading.Lock()
         ctl = self
 
+        self.conns: list[socket.socket] = []
+
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
+                ctl.conns.append(self.request)
                 while (frame := read_frame(self.request)) is not None:
                     out = ctl.answer(frame)
                     self.request.sendall(out)
@@ -77,6 +80,16 @@ class FakeController:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def kill(self) -> None:
+        """Die as a SIGKILLed controller does: stop listening and reset every connection."""
+        self.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
 
     def answer(self, frame: bytes) -> bytes:
         key, ver = int.from_bytes(frame[0:2], "big"), int.from_bytes(frame[2:4], "big")

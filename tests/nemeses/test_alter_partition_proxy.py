@@ -215,3 +215,58 @@ def test_proxy_bad_listen_address_is_one_line(tmp_path):
                         "127.0.0.1:1", "--control-dir", str(tmp_path), "--events", str(tmp_path / "e")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "--listen" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_held_request_follows_the_broker_to_the_next_controller(tmp_path):
+    """Two controllers behind one proxy (one listener each). The AlterPartition adding X is
+    held on its way to controller 1; controller 1 dies; the proxy closes the broker's
+    connection, the broker re-sends the same request to controller 2 (as Kafka's
+    NodeToControllerRequestThread does on a disconnect), and the copy stays held until X has
+    registered again - with controller 2 - and only then reaches controller 2, the one that
+    answers. Before the proxy had one listener per controller this could not be set up; a
+    hold did not survive its connection (the re-send passed at once)."""
+    c1, c2 = FakeController(kip903=True), FakeController(kip903=True)
+    nodes = [TestNode(f"b{i}", "broker", i, "127.0.0.1") for i in (1, 2)]
+    ctx = make_ctx(tmp_path, nodes, proxy={"control_dir": str(tmp_path / "proxy"), "listen": "127.0.0.1:0",
+                                           "upstream": f"127.0.0.1:{c1.port},127.0.0.1:{c2.port}",
+                                           "events": str(tmp_path / "proxy-events.jsonl")})
+    nem = AlterPartitionDelay()
+    nem.setup(ctx)
+    clients: list[BrokerClient] = []
+    try:
+        l1, l2 = [(h, int(p)) for h, p in (a.split(":") for a in nem.handle.listens)]
+        life1, life2, ap = BrokerClient(l1, 1), BrokerClient(l1, 2), BrokerClient(l1, 1)
+        clients += [life1, life2, ap]
+        e1, e2 = life1.register(), life2.register()
+        rec = nem.start(["b2"], partition=0)
+        ap.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)
+        assert nem.wait(lambda: nem.is_held(rec), timeout=5)
+        c1.kill()
+        with pytest.raises((AssertionError, OSError)):   # the broker sees its controller go
+            ap.recv(56, 3, timeout=5)
+        ap2 = BrokerClient(l2, 1)
+        clients.append(ap2)
+        ap2.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)   # the same request, re-sent
+        with pytest.raises(socket.timeout):
+            ap2.recv(56, 3, timeout=0.7)
+        assert nem.is_held(rec) and not any(e[0] == "alter_partition" for e in c2.log)
+        # X comes back and registers with controller 2 first (seed 000, step 5)
+        x = BrokerClient(l2, 2)
+        clients.append(x)
+        new_e2 = x.register()
+        assert int(x.heartbeat(new_e2).error_code) == 0
+        resp = ap2.recv(56, 3, timeout=5)
+        assert int(resp.topics[0].partitions[0].error_code) == 107   # the new controller's answer
+    finally:
+        for c in clients:
+            c.close()
+        nem.teardown()
+        c1.close()
+        c2.close()
+    ev = events(tmp_path / "proxy-events.jsonl")
+    hold = next(e for e in ev if e["event"] == "proxy_hold")
+    followed = next(e for e in ev if e["event"] == "proxy_hold_followed")
+    answer = next(e for e in ev if e["event"] == "alter_partition")
+    assert hold["upstream"] == f"127.0.0.1:{c1.port}"
+    assert followed["upstream"] == answer["upstream"] == f"127.0.0.1:{c2.port}" and followed["held"] is True
+    assert (answer["accepted"], answer["error_code"]) == (False, 107)
