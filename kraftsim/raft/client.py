@@ -753,16 +753,15 @@ class RaftClient:
         LeaderState.voterStates / observerStates)."""
         v = req.__version__
         cls = load_response_schema(DESCRIBE_QUORUM, v)
+        # error answers leave leader, epoch and high watermark at the message defaults (0), as
+        # Kafka's do (KafkaRaftClientTest.testDescribeQuorumWithFollowers: NOT_LEADER_OR_FOLLOWER, 0, 0, 0)
         if self._valid_partition(req.topics) is None:
             return build(cls, {"topics": [{"topic_name": t.topic_name, "partitions": [
-                {"partition_index": int(p.partition_index), "error_code": ErrorCode.unknown_topic_or_partition,
-                 "leader_id": NO_LEADER, "leader_epoch": -1, "high_watermark": -1} for p in t.partitions]}
-                for t in req.topics]})
+                {"partition_index": int(p.partition_index), "error_code": ErrorCode.unknown_topic_or_partition}
+                for p in t.partitions]} for t in req.topics]})
         s = self.quorum.state
         if not isinstance(s, Leader):
-            return build(cls, {"topics": self._topic({"error_code": ErrorCode.not_leader_or_follower,
-                                                      "leader_id": NO_LEADER, "leader_epoch": -1,
-                                                      "high_watermark": -1})})
+            return build(cls, {"topics": self._topic({"error_code": ErrorCode.not_leader_or_follower})})
         voters, observers = s.describe(int(time.time() * 1000))
         hw = s.high_watermark
         return build(cls, {"topics": self._topic({
