@@ -1,4 +1,4 @@
-"""How long the default campaign takes, phase by phase (issue 4: kill-restart in <= 60 s).
+"""How long the default campaign takes, phase by phase (goal: a kill-restart run in <= 60 s).
 
 Runs `faultline run campaigns/kill-restart.yaml` (or the campaign given) with its own
 heal-ledger directory and prints the seconds spent in each timeline phase, the run loop's

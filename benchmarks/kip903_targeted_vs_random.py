@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """KIP-903: a targeted nemesis against a random one, on the same vulnerable target.
 
-Why (issue 8, must-show 6): the race of seed 000 needs four things in order (AlterPartition
+Why: the race of seed 000 needs four things in order (AlterPartition
 in flight, follower wiped, re-registration before the AlterPartition lands, leader death
 before the empty follower is shrunk out). A targeted schedule makes them happen every time;
 a Jepsen-style random mix of kills, partitions and page-cache-loss reboots rarely does. The
@@ -40,7 +40,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-BUDGET_S = 90.0  # issue 8 must-show 6: each fault-injection run at most 90 s
+BUDGET_S = 90.0  # goal: each fault-injection run at most 90 s
 MODES = {
     # the vulnerable and the fixed cluster differ only by metadata.version, as in Kafka
     "targeted-off": ("campaigns/kip-903.yaml", ["--set", "target.metadata.version=3.4", "--set", "expect=loss"]),

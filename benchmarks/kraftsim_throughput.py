@@ -1,6 +1,6 @@
 """Benchmark: kraftsim cluster-ready time and acks=all throughput with confluent-kafka.
 
-Issue 3 goals: a 3-broker cluster ready (``bootstrap.servers=`` printed) in <= 5 s, and
+Goals: a 3-broker cluster ready (``bootstrap.servers=`` printed) in <= 5 s, and
 >= 20,000 acknowledged writes/s with acks=all, RF 3, min ISR 2, batching on, 100-byte values.
 Prints the figures; asserts nothing (timing goals live here, not in unit tests).
 

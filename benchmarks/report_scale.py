@@ -1,4 +1,4 @@
-"""Benchmark (issue 7, must show 2): the report for a 10 M-op run — goal < 60 s and < 10 MB.
+"""Benchmark: the report for a 10 M-op run — goal < 60 s and < 10 MB.
 
 What a 10 M-op run leaves for the report (the checker has already reduced the history):
 per-second throughput for the run's length, an observer sample per partition per second,

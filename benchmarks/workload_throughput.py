@@ -1,7 +1,7 @@
 """Throughput of the recorded acks=all producer: sends/s acknowledged and recorded.
 
 Why a benchmark and not a test: the figure depends on the machine and on what else runs;
-the issue asks that a run sustain many thousands of recorded sends/s on 2 cores, and this
+the goal is that a run sustain many thousands of recorded sends/s on 2 cores, and this
 prints what it does, with ack latency percentiles from the history itself.
 
     python benchmarks/workload_throughput.py [--seconds 10] [--producers 1] [--partitions 3]

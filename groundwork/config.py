@@ -3,7 +3,7 @@
 Why a module of its own: inventories and campaigns are written by people, often copied
 from an existing Ansible inventory. A mistake must give exactly one line naming the file,
 the path inside it (``all.children.brokers.hosts.b1.kafka_node_id``) and what was wanted,
-never a traceback (issue 4, must-show 4). Only ``yaml.safe_load`` is used: a document with
+never a traceback. Only ``yaml.safe_load`` is used: a document with
 ``!!python/...`` tags is refused rather than constructed.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run loop: one campaign against one target, from setup to verdict.
 
-Why this order (issue 4 "Run loop"): set up the cluster (embedded: start kraftsim;
+Why this order: set up the cluster (embedded: start kraftsim;
 remote: check every host answers and runs Kafka), create the topic, start the observer
 and the recorded workloads, drive the nemesis schedule, **heal everything**, wait for
 recovery (a leader and min ISR on every partition), stop the clients, run the final

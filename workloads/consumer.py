@@ -1,6 +1,6 @@
 """The tailing consumer workload: one ``poll`` ``ok`` record per message read, during faults.
 
-Why it reads this way (issue 5, lost write / poll anomalies):
+Why it reads this way (the checker's lost_write and poll anomalies, docs/anomalies.md):
 
 * ``assign()`` every partition from the beginning, no consumer-group membership and no
   offset commits: a group rebalance or a committed offset would hide records from us, and

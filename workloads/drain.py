@@ -1,10 +1,10 @@
 """The final drain: after healing, read every partition from its start up to its high watermark.
 
-Why (issue 5, "lost write"): a write is only *lost* if some read reached past its offset
-without seeing it, or the drain read the whole partition. The drain gives the second kind
-of evidence, so its ``drain-end`` record must make a precise claim: ``ok`` with
-``offset = E`` means "every record of this partition below E was read and recorded as a
-``drain`` record". When it cannot make that claim (timeout, no leader) it records
+Why (the checker's lost_write anomaly, docs/anomalies.md): a write is only *lost* if some
+read reached past its offset without seeing it, or the drain read the whole partition. The
+drain gives the second kind of evidence, so its ``drain-end`` record must make a precise
+claim: ``ok`` with ``offset = E`` means "every record of this partition below E was read and
+recorded as a ``drain`` record". When it cannot make that claim (timeout, no leader) it records
 ``drain-end`` as ``info`` with the offset it did reach, and the checker must not count
 unread writes below that offset as lost.
 

@@ -5,7 +5,7 @@ reader (the Spark checkers, which may run on workers without the harness) must a
 the letter, so both import this stdlib-only module. The format is documented in
 ``docs/history-format.md``; bump ``SCHEMA_VERSION`` on any incompatible change.
 
-Durability (issue 4): histories are append-only JSON Lines, one file per process, flushed
+Durability: histories are append-only JSON Lines, one file per process, flushed
 at least every ``FLUSH_INTERVAL_S`` seconds, so a harness killed with SIGKILL leaves a
 prefix that :func:`read_history` still reads up to its last complete line.
 """

@@ -1,7 +1,7 @@
 """What a delivery report means for the history: ``ok``, definite ``fail`` or unknown ``info``.
 
-Why a table of its own: the checker's "failed write visible" anomaly (issue 5) trusts the
-``fail`` type to mean *the records were not appended*. Recording ``fail`` for a send whose
+Why a table of its own: the checker's failed_write_visible anomaly (docs/anomalies.md) trusts
+the ``fail`` type to mean *the records were not appended*. Recording ``fail`` for a send whose
 outcome is in fact unknown would turn Kafka's documented behaviour into false anomalies;
 recording ``info`` for a definite failure only weakens the check. So anything not proven
 "never appended" is ``info``.

@@ -1,6 +1,6 @@
 """The acks=all producer workload: every send is an ``invoke`` then ``ok``/``fail``/``info``.
 
-Why it records what it records (issue 4 "History recording", issue 5 "lost write"):
+Why it records what it records (docs/history-format.md; the checker's lost_write anomaly):
 the checker decides loss from the history alone, so
 
 * the ``invoke`` line is written *before* ``produce()``, so any value a reader sees has an

@@ -1,4 +1,4 @@
-"""The table of hand-built histories (must-show 1): per anomaly a bad case and a good case.
+"""The table of hand-built histories: per anomaly a bad case and a good case.
 
 Every case writes into its own topic with its own process names, so the whole table is one
 run directory and one Spark check (Spark's per-job cost dominates tiny histories); a case's

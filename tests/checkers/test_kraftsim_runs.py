@@ -1,4 +1,4 @@
-"""Must-show 3: histories from real kraftsim runs of campaigns/kip-903.yaml.
+"""Histories from real kraftsim runs of campaigns/kip-903.yaml.
 
 The fixtures are the checker inputs of two real ``faultline run campaigns/kip-903.yaml`` runs
 (run.json, history, timeline, observer, cluster and proxy event logs; cluster data dirs left

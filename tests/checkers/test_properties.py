@@ -1,4 +1,4 @@
-"""Must-show 2: generated valid histories with injected faults; the checker reports exactly those.
+"""Generated valid histories with injected faults; the checker reports exactly those.
 
 Spark's cost is per job, not per row, so Hypothesis generates the histories first (an inner
 ``@given`` loop, 15 examples, each example several partitions' worth of history) and ONE

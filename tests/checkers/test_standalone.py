@@ -1,4 +1,4 @@
-"""Must-show 4: scale-out is real - a Spark standalone master and worker, same verdict.
+"""Scale-out is real - a Spark standalone master and worker, same verdict.
 
 Starts ``spark-class org.apache.spark.deploy.master.Master`` and ``...worker.Worker`` from the
 pyspark installation on 127.0.0.1 (each in its own process group), runs the checker CLI with

@@ -1,4 +1,4 @@
-"""Must-show 1: hand-built histories, one known-bad and one known-good case per anomaly.
+"""Hand-built histories, one known-bad and one known-good case per anomaly.
 
 The whole table is one run directory checked once by the real checker job (real Spark,
 real files); each case lives in its own topic. Then the outputs are read back from disk

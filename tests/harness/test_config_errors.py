@@ -1,4 +1,4 @@
-"""Issue 4 must-show 4: malformed inventories and campaigns through the real CLI.
+"""Malformed inventories and campaigns through the real CLI.
 
 Each case runs ``faultline`` in a subprocess (the console script users run) and must give
 exit code 2, exactly one line on stderr naming the file and what is wrong, and no

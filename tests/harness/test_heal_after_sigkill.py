@@ -1,4 +1,4 @@
-"""Issue 4 must-show 3: SIGKILL the harness mid-fault, `faultline heal`, and nothing is left.
+"""SIGKILL the harness mid-fault, `faultline heal`, and nothing is left.
 
 The run applies three real faults at once on the embedded cluster — a SIGSTOPped broker
 (pause), a broker isolated by faultline-tagged iptables DROP rules in this host's INPUT

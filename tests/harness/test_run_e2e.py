@@ -1,4 +1,4 @@
-"""Issue 4 must-show 2: an end-to-end run on the embedded cluster with the kill nemesis.
+"""An end-to-end run on the embedded cluster with the kill nemesis.
 
 `faultline run campaigns/kill-restart.yaml` (shortened with --set) against real kraftsim
 processes, real confluent-kafka clients and the real Spark checker. Then `faultline check`
@@ -31,7 +31,7 @@ def test_kill_restart_run_then_check_again(tmp_path: Path) -> None:
         run_dir = Path(out_lines[-1])
         assert run_dir.parent == results and run_dir.is_dir(), f"last line is not the run dir: {out_lines[-1]!r}"
 
-        # the directory holds what the issue lists
+        # the directory holds what docs/history-format.md lists
         assert (run_dir / "campaign.yaml").exists()
         run = json.loads((run_dir / "run.json").read_text())
         assert run["seed"] == 11 and run["expect"] == "no-loss" and run["campaign"] == "kill-restart"

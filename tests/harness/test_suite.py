@@ -1,7 +1,7 @@
 """`faultline suite`: bad suite files, judging cells, and a suite SIGKILLed mid-cell then resumed.
 
-The resume test is the must-show "a suite SIGKILLed mid-cell and resumed finishes with every
-cell once, nothing left behind": a real suite process (real kraftsim clusters, real clients,
+The resume test shows that a suite SIGKILLed mid-cell and resumed finishes with every cell
+once and leaves nothing behind: a real suite process (real kraftsim clusters, real clients,
 real Spark) is SIGKILLed while its second cell runs; then ``--resume`` heals, drops the
 unfinished run and runs the rest. Nothing of the killed cell may still run afterwards, and the
 heal ledger must hold nothing of the suite's runs.

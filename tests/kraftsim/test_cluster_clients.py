@@ -1,4 +1,4 @@
-"""Issue 3, must-show 1 and 2: real confluent-kafka clients against a real 3-broker kraftsim.
+"""Real confluent-kafka clients against a real 3-broker kraftsim.
 
 1. acks=all, RF=3, min ISR 2, 3 partitions: 10,000 writes read back at the offsets the delivery
    reports gave.

@@ -1,4 +1,4 @@
-"""Issue 3, must-show 7 (bad configuration, corrupt segment) and the wire-level promises.
+"""Bad configuration, a corrupt segment, and the wire-level promises.
 
 - Bad config: one line ``kraftsim: FILE: key 'x': <what is wanted>``, exit code 2, no traceback,
   no hang — for the broker, the controller and the cluster launcher.

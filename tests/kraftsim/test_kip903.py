@@ -1,4 +1,4 @@
-"""Issue 3, must-show 3: the KIP-903 race (seed 000, "Proposed Design" steps 1-6), scripted.
+"""The KIP-903 race (seed 000, "Proposed Design" steps 1-6), scripted.
 
 Two replicas A (broker 1, leader) and B (broker 2), min ISR 1. B is out of the ISR; A's
 AlterPartition adding B is held in a relay in front of the controller (step 1); B hard-fails

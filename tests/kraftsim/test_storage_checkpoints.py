@@ -165,7 +165,7 @@ def test_corrupt_checkpoint_in_a_log_dir_is_one_clear_error(tmp_path):
 
 
 def test_a_process_hitting_bad_storage_prints_one_line_not_a_traceback(tmp_path):
-    """Must-show 7 at the storage level: the error text is fit to print as the only line."""
+    """Bad storage, like bad configuration: the error text is fit to print as the only line."""
     d = tmp_path / "d"
     m = manager([d])
     m.load()

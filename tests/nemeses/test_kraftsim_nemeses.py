@@ -1,10 +1,10 @@
 """Nemeses against a real kraftsim cluster (real processes, real Kafka-format storage).
 
-Must-show 1: truncate-unflushed loses exactly the unflushed suffix (segment files read back;
-kraftsim's recovery logs the same log end). Must-show 2: disk wipe -> empty log, greater
-broker epoch (controller's event log). Must-show 4: the proxy placed in front of the running
-cluster by DNAT holds the AlterPartition re-adding X while heartbeats and acks=all produce
-traffic flow; X's re-registration releases it; KIP-903's INELIGIBLE_REPLICA is recorded.
+Truncate-unflushed loses exactly the unflushed suffix (segment files read back; kraftsim's
+recovery logs the same log end). A disk wipe leaves an empty log and a greater broker epoch
+(controller's event log). The proxy placed in front of the running cluster by DNAT holds the
+AlterPartition re-adding X while heartbeats and acks=all produce traffic flow; X's
+re-registration releases it; KIP-903's INELIGIBLE_REPLICA is recorded.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Must-show 3: each partition shape cuts exactly the intended links, heal restores all.
+"""Each partition shape cuts exactly the intended links, heal restores all.
 
 Real namespaces (netlab lab "part"), real iptables. Reachability is measured by connection
 attempts: every host sends a UDP datagram to every other host (directed, so one-way cuts

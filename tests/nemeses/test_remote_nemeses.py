@@ -1,5 +1,5 @@
-"""Must-show 5 (SSH half): the same nemesis code, through the SSH transport, against a
-kraftsim broker on an sshd-in-namespace lab host.
+"""The same nemesis code, through the SSH transport, against a kraftsim broker on an
+sshd-in-namespace lab host.
 
 A real OpenSSH sshd runs in the namespace of host ``s1`` (netlab lab "nem"); broker 1 is
 started on it over SSH (sudo), the controller and broker 2 run in their own namespaces.

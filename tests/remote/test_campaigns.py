@@ -1,4 +1,4 @@
-"""The default kill/restart campaign, unchanged, against Docker and SSH targets (must-show 3).
+"""The default kill/restart campaign, unchanged, against Docker and SSH targets.
 
 Only the inventory differs from the embedded run (``--set target.inventory=FILE``): a
 kraftsim cluster in containers made by ``faultline docker up``'s code, and one on

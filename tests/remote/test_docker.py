@@ -1,4 +1,4 @@
-"""Docker transport against the real engine (issue 6, must-show 2).
+"""Docker transport against the real engine.
 
 kraftsim brokers run in containers built by ``faultline docker build-image`` and created by
 ``faultline docker up``'s code from an inventory; every fault is checked from outside the

@@ -1,4 +1,4 @@
-"""Unreachable hosts, wrong credentials, unknown host keys, missing containers (must-show 4).
+"""Unreachable hosts, wrong credentials, unknown host keys, missing containers.
 
 Each is one clear line on stderr and exit code 3, from the pre-flight probe
 (``python -m harness.probe``) and from ``faultline run`` itself, and nothing is

@@ -1,4 +1,4 @@
-"""SSH transport against real OpenSSH sshd in network namespaces (issue 6, must-show 1).
+"""SSH transport against real OpenSSH sshd in network namespaces.
 
 Each check is verified from outside the transport where it can be: files by the remote
 sha256sum and by /proc on this machine (the namespaces share our pid and mount
