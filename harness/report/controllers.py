@@ -117,6 +117,25 @@ def active_controller(quorum: pd.DataFrame | None, events: pd.DataFrame, end_t: 
     return from_events(events, end_t)
 
 
+def hosts(events: pd.DataFrame) -> dict[int, str]:
+    """Controller node id -> the host name the run knows it by (``cluster-logs/<host>/``), so the
+    lane's ``controller 1001`` can be matched with a fault's ``kill[controller-2]``."""
+    if events is None or events.empty or not {"node", "host", "role"} <= set(events.columns):
+        return {}
+    c = events[(events["role"] == "controller") & events["node"].notna() & events["host"].notna()]
+    out: dict[int, str] = {}
+    for node, host in c[["node", "host"]].drop_duplicates().itertuples(index=False):
+        n = _int(node)
+        if n is not None and isinstance(host, str) and host != "proxy":
+            out.setdefault(n, host)
+    return out
+
+
+def name(leader: int, names: dict[int, str]) -> str:
+    host = names.get(leader)
+    return f"{leader} ({host})" if host and host != str(leader) else str(leader)
+
+
 def show_lane(segments: list[Segment], voters: int) -> bool:
     if not segments:
         return False
@@ -124,10 +143,10 @@ def show_lane(segments: list[Segment], voters: int) -> bool:
     return voters > 1 or len(led) > 1 or any(s.leader is None for s in segments)
 
 
-def table(segments: list[Segment]) -> pd.DataFrame:
+def table(segments: list[Segment], names: dict[int, str] | None = None) -> pd.DataFrame:
     """Active controller by epoch: one row per stretch, in time order."""
     rows = [{"epoch": s.epoch if s.leader is not None else "—",
-             "active controller": s.leader if s.leader is not None else f"none ({s.error})",
+             "active controller": name(s.leader, names or {}) if s.leader is not None else f"none ({s.error})",
              "from (s)": round(s.start, 3), "to (s)": round(s.stop, 3), "held (s)": round(s.stop - s.start, 3),
              "source": s.source} for s in segments]
     return pd.DataFrame(rows, columns=["epoch", "active controller", "from (s)", "to (s)", "held (s)", "source"])

@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
 from harness.report.controllers import Segment  # noqa: E402
+from harness.report.controllers import name as controller_name  # noqa: E402
 from harness.report.events import leader_intervals  # noqa: E402
 
 MAX_POINTS = 1500
@@ -109,7 +110,7 @@ CONTROLLER_CMAP = plt.get_cmap("Set2")
 CONTROLLER_LANE = "active controller"
 
 
-def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float) -> None:
+def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float, names: dict[int, str]) -> None:
     """One lane: a bar per stretch of one controller's leadership, coloured by controller,
     labelled ``id · e<epoch>`` where wide enough; hatched where no controller was known to
     lead; a black tick at every change, so a re-election of the same controller in a new
@@ -144,7 +145,7 @@ def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float) -> Non
     ax.set_ylim(-0.6, 0.6)
     ax.tick_params(axis="y", length=0)
     from matplotlib.patches import Patch
-    handles = [Patch(facecolor=colour[c], label=f"controller {c}") for c in ids]
+    handles = [Patch(facecolor=colour[c], label=f"controller {controller_name(c, names)}") for c in ids]
     if gaps:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no active controller"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.1), fontsize=7, frameon=False,
@@ -154,7 +155,8 @@ def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float) -> Non
 def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.DataFrame,
                  phases: pd.DataFrame, rows: list[str], intervals: dict[str, list[tuple[float, Any]]],
                  elections: pd.DataFrame, isr: pd.DataFrame, alters: pd.DataFrame,
-                 lost: pd.DataFrame, hidden_partitions: int, controllers: list[Segment] | None = None) -> str:
+                 lost: pd.DataFrame, hidden_partitions: int, controllers: list[Segment] | None = None,
+                 controller_names: dict[int, str] | None = None) -> str:
     """The whole-run figure: throughput, ack latency, the active controller (when given:
     harness/report/controllers.py), fault lanes, then one row per partition with leader
     intervals, elections, ISR changes, AlterPartition answers and lost writes at ack time."""
@@ -199,7 +201,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         lat.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
 
     if controllers:
-        _controller_lane(axes[2 if has_tp else 0], controllers, end_t)
+        _controller_lane(axes[2 if has_tp else 0], controllers, end_t, controller_names or {})
     for i, p in enumerate(phases.itertuples()):
         # alternate heights so phases a second apart do not print over each other
         axes[0].text(p.t, 1.0 + 0.07 * (i % 3), f" {p.phase}", transform=axes[0].get_xaxis_transform(),

@@ -207,11 +207,12 @@ def build_context(data: RunData) -> dict[str, Any]:
     shown_rows = sorted(rows[:plots.MAX_PARTITION_ROWS], key=ev.pkey_order)
     ctl_segments, ctl_voters = controllers.active_controller(data.controller_quorum, data.events, end_t)
     ctl_lane = controllers.show_lane(ctl_segments, ctl_voters)
+    ctl_names = controllers.hosts(data.events)
     timeline = plots.timeline_svg(end_t=end_t, throughput=data.throughput, faults=data.faults,
                                   phases=data.phases, rows=shown_rows, intervals=series, elections=elections,
                                   isr=isr, alters=alters, lost=lost_pts,
                                   hidden_partitions=max(0, len(rows) - len(shown_rows)),
-                                  controllers=ctl_segments if ctl_lane else None)
+                                  controllers=ctl_segments if ctl_lane else None, controller_names=ctl_names)
     lost_bars = plots.lost_by_partition_svg(pd.Series(by_part)) if len(by_part) > 1 else ""
 
     faults = data.faults.assign(duration=(data.faults["stop"] - data.faults["start"]).round(3)) \
@@ -233,7 +234,7 @@ def build_context(data: RunData) -> dict[str, Any]:
         "timeline": timeline, "lost_bars": lost_bars,
         "controllers": {"count": len(ctl_segments), "voters": ctl_voters, "lane": ctl_lane,
                         "source": ctl_segments[0].source if ctl_segments else None,
-                        "table": tables.to_html(controllers.table(ctl_segments), table_id="active-controller")}
+                        "table": tables.to_html(controllers.table(ctl_segments, ctl_names), table_id="active-controller")}
         if ctl_segments else None,
         "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition, stories), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),

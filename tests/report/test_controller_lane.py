@@ -62,15 +62,17 @@ def test_controller_events_are_the_second_source(tmp_path: Path) -> None:
     def ev(t: float, node: int, name: str, **kw) -> dict:
         return {"wall": WALL0 + t, "node": node, "role": "controller", "event": name, **kw}
 
-    _write(logs / "controller-1000" / "events.jsonl", [
+    _write(logs / "controller-1" / "events.jsonl", [
         ev(0.3, 1000, "controller_elected", epoch=1, leader=1000, voters=[1000, 1001, 1002]),
         ev(30.0, 1000, "controller_resigned", epoch=1, leader=1000, reason="check_quorum")])
-    _write(logs / "controller-1002" / "events.jsonl", [
+    _write(logs / "controller-3" / "events.jsonl", [
         ev(31.2, 1002, "controller_elected", epoch=2, leader=1002, voters=[1000, 1001, 1002])])
     html = write_report(run).read_text(encoding="utf-8")
     svg = _timeline_svg(html)
     assert "active controller" in svg and "1000 · e1" in svg and "1002 · e2" in svg
     assert "controller events" in html and "none (resigned (check_quorum))" in html
+    # node ids are named by the host the faults name (kill[controller-3])
+    assert "controller 1002 (controller-3)" in svg and "1002 (controller-3)" in html
 
 
 def test_no_quorum_data_no_lane_and_no_table(tmp_path: Path) -> None:
