@@ -21,10 +21,14 @@ and the voters' lag stay visible)::
     {"t", "leader_id", "leader_epoch", "high_watermark", "voters": [{"id", "log_end_offset",
      "last_fetch_ms", "last_caught_up_ms"}], "observers": [...], "broker", "error"}
 
-``leader_id``/``leader_epoch`` are ``null`` with ``error`` set (Kafka's error name, e.g.
-``NOT_LEADER_OR_FOLLOWER`` while no controller leads, or ``REQUEST_TIMED_OUT``) when the
-answer named no leader. A broker that does not advertise DescribeQuorum is never asked again;
-if none does, nothing is written and no file is created.
+``t`` is when the answer arrived (a broker may hold a forwarded request while the quorum
+elects, so a new leader is recorded when it first answered, not when it was elected — the
+controllers' ``controller_elected`` events have that). ``leader_id``/``leader_epoch`` are
+``null`` with ``error`` set (Kafka's error name, e.g. ``NOT_LEADER_OR_FOLLOWER`` while no
+controller leads, or ``REQUEST_TIMED_OUT``) when the answer named no leader. A broker that does
+not advertise DescribeQuorum is never asked again; if none does, nothing is written and no file
+is created. A broker that refuses it for good (not authorised, version refused) gives one line
+with that error and is not asked again either.
 """
 from __future__ import annotations
 
@@ -50,6 +54,9 @@ BACKOFF_S = 2.0
 #: a broker forwards to the controllers and may wait for an election: longer than a
 #: partition request's timeout
 REQUEST_TIMEOUT_S = 4.0
+#: answers that will not change by asking again (DescribeQuorum needs DESCRIBE on the cluster,
+#: ControllerApis.handleDescribeQuorum)
+FINAL_ERRORS = {"CLUSTER_AUTHORIZATION_FAILED", "UNSUPPORTED_VERSION", "INVALID_REQUEST"}
 
 
 def _schemas(version: int) -> tuple[Any, Any, Any, Any]:
@@ -163,6 +170,8 @@ class QuorumSampler:
                     continue
                 rec = describe_quorum(t.conn, t.version)
                 rec["broker"] = self.node_of((t.conn.host, t.conn.port))
+                if rec["error"] in FINAL_ERRORS:
+                    t.unsupported = True
                 break
             except WireError as exc:
                 t.failed_at = time.monotonic()
