@@ -109,6 +109,15 @@ def from_events(events: pd.DataFrame, end_t: float) -> tuple[list[Segment], int]
     return _merge(points, end_t, "controller events"), voters
 
 
+def elected_times(events: pd.DataFrame) -> list[float]:
+    """Run-clock times of kraftsim's ``controller_elected`` events: the lane marks them, since
+    a DescribeQuorum line is only written when an answer arrives (after the election)."""
+    if events is None or events.empty or "event" not in events.columns or "t" not in events.columns:
+        return []
+    t = events.loc[events["event"] == "controller_elected", "t"]
+    return sorted(float(x) for x in t.dropna())
+
+
 def active_controller(quorum: pd.DataFrame | None, events: pd.DataFrame, end_t: float) -> tuple[list[Segment], int]:
     """(segments, voter count) from the first source with data (see the module docstring)."""
     segs, voters = from_quorum(quorum, end_t)

@@ -110,11 +110,12 @@ CONTROLLER_CMAP = plt.get_cmap("Set2")
 CONTROLLER_LANE = "active controller"
 
 
-def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float, names: dict[int, str]) -> None:
+def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float, names: dict[int, str],
+                     elected: list[float]) -> None:
     """One lane: a bar per stretch of one controller's leadership, coloured by controller,
     labelled ``id · e<epoch>`` where wide enough; hatched where no controller was known to
     lead; a black tick at every change, so a re-election of the same controller in a new
-    epoch is visible too."""
+    epoch is visible too; ▼ at each ``controller_elected`` event when the cluster logged them."""
     ids = sorted({s.leader for s in segments if s.leader is not None})
     colour = {c: CONTROLLER_CMAP(i % 8) for i, c in enumerate(ids)}
     bars, fcs, gaps = [], [], []
@@ -141,11 +142,17 @@ def _controller_lane(ax: plt.Axes, segments: list[Segment], end_t: float, names:
         ax.text((s.start + min(s.stop, end_t)) / 2, 0, f"{s.leader} · e{s.epoch}", ha="center", va="center",
                 fontsize=7, color="#222222", zorder=4, clip_on=True)
         labelled += 1
+    shown = [t for t in elected if 0 <= t <= end_t]
+    if shown:
+        ax.scatter(shown, [0.42] * len(shown), marker="v", s=18, color="black", zorder=5, clip_on=False)
     ax.set_yticks([0], [CONTROLLER_LANE], fontsize=7.5)
     ax.set_ylim(-0.6, 0.6)
     ax.tick_params(axis="y", length=0)
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    handles = [Patch(facecolor=colour[c], label=f"controller {controller_name(c, names)}") for c in ids]
+    handles: list[Any] = [Patch(facecolor=colour[c], label=f"controller {controller_name(c, names)}") for c in ids]
+    if shown:
+        handles.append(Line2D([], [], marker="v", ls="none", color="black", markersize=5, label="controller elected"))
     if gaps:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no active controller"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.1), fontsize=7, frameon=False,
@@ -156,7 +163,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
                  phases: pd.DataFrame, rows: list[str], intervals: dict[str, list[tuple[float, Any]]],
                  elections: pd.DataFrame, isr: pd.DataFrame, alters: pd.DataFrame,
                  lost: pd.DataFrame, hidden_partitions: int, controllers: list[Segment] | None = None,
-                 controller_names: dict[int, str] | None = None) -> str:
+                 controller_names: dict[int, str] | None = None, controller_elected: list[float] | None = None) -> str:
     """The whole-run figure: throughput, ack latency, the active controller (when given:
     harness/report/controllers.py), fault lanes, then one row per partition with leader
     intervals, elections, ISR changes, AlterPartition answers and lost writes at ack time."""
@@ -201,7 +208,8 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         lat.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
 
     if controllers:
-        _controller_lane(axes[2 if has_tp else 0], controllers, end_t, controller_names or {})
+        _controller_lane(axes[2 if has_tp else 0], controllers, end_t, controller_names or {},
+                         controller_elected or [])
     for i, p in enumerate(phases.itertuples()):
         # alternate heights so phases a second apart do not print over each other
         axes[0].text(p.t, 1.0 + 0.07 * (i % 3), f" {p.phase}", transform=axes[0].get_xaxis_transform(),

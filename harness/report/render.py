@@ -212,7 +212,8 @@ def build_context(data: RunData) -> dict[str, Any]:
                                   phases=data.phases, rows=shown_rows, intervals=series, elections=elections,
                                   isr=isr, alters=alters, lost=lost_pts,
                                   hidden_partitions=max(0, len(rows) - len(shown_rows)),
-                                  controllers=ctl_segments if ctl_lane else None, controller_names=ctl_names)
+                                  controllers=ctl_segments if ctl_lane else None, controller_names=ctl_names,
+                                  controller_elected=controllers.elected_times(data.events))
     lost_bars = plots.lost_by_partition_svg(pd.Series(by_part)) if len(by_part) > 1 else ""
 
     faults = data.faults.assign(duration=(data.faults["stop"] - data.faults["start"]).round(3)) \

@@ -49,6 +49,7 @@ def test_quorum_file_draws_lane_with_each_leader_and_epoch(tmp_path: Path) -> No
     for label in ("1000 · e1", "1001 · e3", "1001 · e4", "controller 1000", "controller 1001", "no active controller"):
         assert label in svg, label
     assert 'id="active-controller"' in html and "Active controller by epoch" in html
+    assert "controller elected" not in svg  # no controller_elected events in this run
     table = html[html.index('id="active-controller"'):]
     table = table[:table.index("</table>")]
     assert table.count("<tr>") == 4  # epoch 1, none, epoch 3, epoch 4 (the heartbeat line merged)
@@ -71,6 +72,7 @@ def test_controller_events_are_the_second_source(tmp_path: Path) -> None:
     svg = _timeline_svg(html)
     assert "active controller" in svg and "1000 · e1" in svg and "1002 · e2" in svg
     assert "controller events" in html and "none (resigned (check_quorum))" in html
+    assert "controller elected" in svg  # ▼ at each controller_elected event
     # node ids are named by the host the faults name (kill[controller-3])
     assert "controller 1002 (controller-3)" in svg and "1002 (controller-3)" in html
 
