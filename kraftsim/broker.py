@@ -55,7 +55,8 @@ BROKER_APIS = {
     75: (0, 0),   # DescribeTopicPartitions (ISR, ELR, last known ELR)
 }
 #: how long a forwarded DescribeQuorum may look for the raft leader among the controllers
-#: before the broker answers REQUEST_TIMED_OUT (ForwardingManagerImpl's onTimeout)
+#: before the broker answers REQUEST_TIMED_OUT (ForwardingManager.scala, ForwardingManagerImpl
+#: .forwardRequest: the handler's onTimeout)
 DESCRIBE_QUORUM_FORWARD_TIMEOUT_S = 3.0
 
 FETCH_VERSION = 15
@@ -940,8 +941,9 @@ class Broker:
         raft leader answers (ControllerApis.handleDescribeQuorum -> KafkaRaftClient
         .handleDescribeQuorumRequest). A non-leader's NOT_LEADER_OR_FOLLOWER makes the channel
         try the next controller (controller_channel.not_controller); if none answers in time
-        the error is top-level REQUEST_TIMED_OUT (ForwardingManager: onTimeout ->
-        getErrorResponse(TimeoutException), DescribeQuorumRequest.getTopLevelErrorResponse)."""
+        the error is top-level REQUEST_TIMED_OUT (ForwardingManager.scala, ForwardingManagerImpl
+        .forwardRequest onTimeout -> DescribeQuorumRequest.getErrorResponse ->
+        getTopLevelErrorResponse); if only non-leaders answered, the last of their answers."""
         cls = load_response_schema(55, req.__version__)
         fwd = self.controller_client("forwarding")
         try:
