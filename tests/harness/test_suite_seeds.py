@@ -6,6 +6,16 @@ vulnerable cells of the same scenarios lose data - KIP-903 at metadata.version 3
 Last Replica Standing before ELR (seed 003 §2.4), unclean election enabled (seed 001, KIP-704,
 a loss the configuration allows). It runs the real suite command: real kraftsim clusters,
 iptables partitions, librdkafka producers, one Spark session judging every run.
+
+Seed 000 runs through a real controller failover (``controller-failover``): the held
+AlterPartition is answered by a *new* active controller, elected by the Raft quorum after the
+one it was sent to was killed. For that pair the test reads the proxy's and the controllers'
+own events: the answer came from another controller than the one the request was held for,
+that controller was elected between hold and release, and it accepted the stale request at
+3.4 but answered INELIGIBLE_REPLICA (107) at 4.1. Every cell runs three controllers.
+
+The leader-choice pair (seed 004, KIP-1023) is read the same way: the wiped follower restarted
+from the last tiered offset, and with the preference on the long-log replica was elected.
 """
 from __future__ import annotations
 
@@ -18,7 +28,53 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-VULNERABLE = ("kip-903/vulnerable-3.4", "last-replica-standing/vulnerable-3.9", "unclean-election/enabled")
+VULNERABLE = ("controller-failover/vulnerable-3.4", "last-replica-standing/vulnerable-3.9",
+              "unclean-election/enabled")
+
+
+def _cluster_events(run_dir: Path) -> list[dict]:
+    return sorted((e for f in (run_dir / "cluster").glob("*/events.jsonl") for e in _jsonl(f)),
+                  key=lambda e: e["wall"])
+
+
+def _election_after_wipe(run_dir: Path) -> tuple[int, dict, dict]:
+    """leader-choice: (the wiped broker X, the first election after X re-bootstrapped from
+    the last tiered offset (KIP-1023), the winner's became_leader)."""
+    evs = _cluster_events(run_dir)
+    start = next(e for e in evs if e["event"] == "follower_tiered_start" and e["reason"] == "last_tiered_offset")
+    x = start["broker"]
+    assert start["fetch_offset"] > 0  # KIP-1023: not from offset 0
+    el = next(e for e in evs if e["event"] == "leader_elected" and e["wall"] > start["wall"])
+    assert x in el["candidates"] and len(el["candidates"]) == 2, el
+    won = next(e for e in evs if e["event"] == "became_leader" and e["wall"] >= el["wall"] - 0.001
+               and e["broker"] == el["leader"])
+    return x, el, won
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _controller_addresses(run_dir: Path) -> dict[int, str]:
+    """node id -> HOST:PORT of each controller, from the run's own inventory."""
+    import yaml
+    inv = yaml.safe_load((run_dir / "inventory.yaml").read_text())
+    hosts = inv["all"]["children"]["controllers"]["hosts"]
+    return {h["kafka_node_id"]: h["kafka_listeners"].split("://", 1)[1] for h in hosts.values()}
+
+
+def _failover_answer(run_dir: Path) -> tuple[dict, dict, dict]:
+    """(the hold, the controller_elected between hold and release, the answer to the released
+    request from the controller that was active then)."""
+    proxy = _jsonl(run_dir / "proxy-events.jsonl")
+    hold = next(e for e in proxy if e["event"] == "proxy_hold")
+    release = next(e for e in proxy if e["event"] == "proxy_release" and e["hold_id"] == hold["hold_id"])
+    answer = next(e for e in proxy if e["event"] == "alter_partition" and e["wall"] > release["wall"]
+                  and e["new_isr"] == hold["new_isr"] and e["error"] != "NOT_CONTROLLER")
+    elected = [e for e in _cluster_events(run_dir)
+               if e["event"] == "controller_elected" and hold["wall"] < e["wall"] < release["wall"]]
+    assert elected, "no controller was elected while the AlterPartition was held"
+    return hold, elected[-1], answer
 
 
 @pytest.mark.slow
@@ -44,5 +100,32 @@ def test_seeds_suite(tmp_path: Path) -> None:
     for name, r in cells.items():
         if name not in VULNERABLE:
             assert r["lost"] == 0, f"{name}:\n{summary}"
+    # every cell ran against a KRaft quorum of three controllers (target.controllers)
+    for name, r in cells.items():
+        ctl = sorted(p.name for p in (Path(r["run_dir"]) / "cluster").glob("controller*.properties"))
+        assert ctl == ["controller-1.properties", "controller-2.properties", "controller-3.properties"], (name, ctl)
+    # seed 000 through a real controller failover: the answer came from the new controller
+    for name, accepted in (("controller-failover/vulnerable-3.4", True), ("controller-failover/fixed-4.1", False)):
+        run_dir = Path(cells[name]["run_dir"])
+        hold, elected, answer = _failover_answer(run_dir)
+        addresses = _controller_addresses(run_dir)
+        assert answer["upstream"] == addresses[elected["leader"]] != hold["upstream"], (hold, elected, answer)
+        assert answer["accepted"] is accepted, answer
+        if not accepted:
+            assert answer["error_code"] == 107 and answer["error"] == "INELIGIBLE_REPLICA", answer
+    assert cells["controller-failover/vulnerable-3.4"]["mechanisms"] == {"stale_alter_partition_readmit":
+                                                                        cells["controller-failover/vulnerable-3.4"]["lost"]}, summary
+    # seed 004 with KIP-1023: the wiped follower X re-bootstrapped from the last tiered offset
+    # and had the short local log when the leader died. Preference on: the replica elected is
+    # the long-log one, eligible by seed 004's rule; off (Kafka's behaviour): no preference used.
+    x, el, won = _election_after_wipe(Path(cells["leader-choice/preference-on"]["run_dir"]))
+    assert el["leader"] != x, el
+    pref = el["local_log_preference"]
+    assert pref[str(x)]["eligible"] is False and pref[str(el["leader"])]["eligible"] is True, pref
+    assert pref[str(x)]["local_log_size_bytes"] < pref[str(el["leader"])]["local_log_size_bytes"]
+    for k in ("log_start_offset", "local_log_size_bytes", "local_log_start_timestamp"):
+        assert k in won   # what the report's election table shows for the winner
+    _, el_off, _ = _election_after_wipe(Path(cells["leader-choice/preference-off"]["run_dir"]))
+    assert "local_log_preference" not in el_off and el_off["leader"] in el_off["candidates"]
     html = (suite_dir / "index.html").read_text()
     assert html.count('data-cell="') == len(cells)
