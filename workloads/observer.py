@@ -1,6 +1,6 @@
 """The observer: leader, leader epoch, ISR and ELR of every partition, sampled over the run.
 
-Why (issue 5, attribution and protocol invariants): a lost write is explained by what the
+Why (attribution and the protocol invariants, docs/anomalies.md): a lost write is explained by what the
 partition's metadata did between its ack and the read that missed it — which leader was
 elected in which leader epoch (seed 003 §2.3.1, §2.8), how the ISR shrank and grew
 (§2.9), whether ELR (KIP-966, seed 003 "Last Replica Standing") held the candidates. The

@@ -1,4 +1,4 @@
-"""The HTML loss report, the run index and junit.xml (issue 7).
+"""The HTML loss report, the run index and junit.xml (docs/report.md).
 
 Three entry points, each reading only a run directory's files (never kraftsim, never the
 full history): :func:`write_report` → ``RUN/report.html``, :func:`write_junit` →

@@ -6,7 +6,7 @@ reason a run has no report. So every input except the directory itself is option
 is malformed is a :class:`ReportInputError` naming file, field and what is wanted.
 
 Why it never reads ``history/``: a nightly run records tens of millions of operations
-(issue 7); the checker already reduced them to ``verdict.json``, ``aggregates/*.csv`` and
+(docs/report.md); the checker already reduced them to ``verdict.json``, ``aggregates/*.csv`` and
 ``anomalies/*.csv``. The report reads those, and reads evidence CSVs only up to the
 top-N rows it shows (the full files are linked beside the report).
 

@@ -28,7 +28,7 @@ from harness.report import plots, tables
 from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns
 
-#: anomalies the checker counts but which do not make a history invalid (issue 5)
+#: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
 INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed"}
 
 TOP_N = 200           # rows per evidence table shown inline

@@ -1,4 +1,4 @@
-"""Must-show 4 (proxy half): hold the AlterPartition adding X while heartbeats flow; release
+"""The AlterPartition proxy: hold the AlterPartition adding X while heartbeats flow; release
 on X's re-registration; record the controller's answer (INELIGIBLE_REPLICA with KIP-903).
 
 The proxy is the real process (started through LocalTransport, registered in the ledger);

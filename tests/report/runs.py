@@ -1,6 +1,6 @@
 """Synthetic run directories for the report tests.
 
-Synthetic on purpose (issue 7 brief): the report only reads files, so hand-written files in
+Synthetic on purpose: the report only reads files, so hand-written files in
 the shared run-directory contract exercise it fully and make the expected numbers known
 exactly. The loss run tells seed 000's story: broker 2's disk is wiped, a delayed
 AlterPartition re-admits it, the leader dies, broker 2 is elected with an empty log and

@@ -149,7 +149,7 @@ def test_index_survives_a_malformed_run(tmp_path: Path) -> None:
 
 
 def test_each_report_rewrites_the_results_index(tmp_path: Path) -> None:
-    """issue 7: results/index.html is rewritten after each run — the runner writes the report,
+    """results/index.html is rewritten after each run — the runner writes the report,
     and that is enough."""
     write_report(make_loss_run(tmp_path))
     first = (tmp_path / "index.html").read_text()

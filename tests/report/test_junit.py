@@ -1,4 +1,4 @@
-"""issue 7, must show 3: junit.xml parses with junitparser and fails exactly the unexpected
+"""junit.xml parses with junitparser and fails exactly the unexpected
 expectations — loss where none was expected, and a known-bad control that lost nothing."""
 from __future__ import annotations
 

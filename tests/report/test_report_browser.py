@@ -1,4 +1,4 @@
-"""issue 7, must show 1: the loss and clean reports render, open in a real headless Chromium
+"""The loss and clean reports render, open in a real headless Chromium
 with no console errors and no network requests, and show the right numbers."""
 from __future__ import annotations
 

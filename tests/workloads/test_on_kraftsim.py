@@ -1,6 +1,6 @@
 """The workloads against a real 3-broker kraftsim cluster (one cluster for this module).
 
-What it shows (issue 4 "History recording"):
+What it shows (the history recording of docs/history-format.md):
 * an acks=all producer writing N messages leaves N invokes and N oks with offsets;
 * the tailing consumer and the final drain read them back at the same offsets;
 * the observer sees leaders and ISR, and a leader change after SIGKILL of a leader, while
