@@ -218,7 +218,7 @@ class RaftClient:
         if isinstance(s, Follower):
             if now >= s.fetch_deadline:  # pollFollowerAsVoter: fetch timeout -> candidate
                 self.ev.log(f"raft: no Fetch answer from leader {s.leader_id} within the fetch timeout; candidate")
-                self._transition_to_candidate(now)
+                self._transition_to_candidate(now, "fetch_timeout")
                 return 0.0
             self._maybe_send(s.leader_id, now, self._build_fetch, self._handle_fetch_response)
             return s.fetch_deadline - now
@@ -226,7 +226,7 @@ class RaftClient:
             if self.shutting_down:
                 return 0.1
             if now >= s.election_deadline:  # pollUnattachedAsVoter
-                self._transition_to_candidate(now)
+                self._transition_to_candidate(now, "election_timeout")
                 return 0.0
             return s.election_deadline - now
         return self._poll_resigned(now)
@@ -247,7 +247,7 @@ class RaftClient:
         """KafkaRaftClient.pollCandidate."""
         if s.backoff_until is not None:
             if now >= s.backoff_until:
-                self._transition_to_candidate(now)
+                self._transition_to_candidate(now, "election_backoff")
                 return 0.0
             return s.backoff_until - now
         if now >= s.election_deadline:
@@ -269,7 +269,7 @@ class RaftClient:
         if self.shutting_down:
             return 0.05
         if now >= s.election_deadline:
-            self._transition_to_candidate(now)
+            self._transition_to_candidate(now, "resigned")
             return 0.0
         return s.election_deadline - now
 
@@ -296,8 +296,15 @@ class RaftClient:
                          high_watermark=s.high_watermark if s.high_watermark is not None else -1,
                          log_end_offset=self.log.end_offset)
 
-    def _transition_to_candidate(self, now: float) -> None:
+    def _transition_to_candidate(self, now: float, reason: str) -> None:
+        """KafkaRaftClient.transitionToCandidate. The ``controller_candidate`` event says when
+        and why an election began (fetch_timeout: the leader went quiet; election_timeout /
+        election_backoff: a previous election did not finish; resigned): failover time is
+        noticing plus electing, and a split vote shows as two candidacies in a row."""
         self.quorum.transition_to_candidate(now)
+        s = self.quorum.state
+        self.ev.emit("controller_candidate", epoch=s.epoch, candidate=self.node_id, reason=reason,
+                     log_end_offset=self.log.end_offset)
         self._on_become_candidate(now)
         self._state_changed()
 
