@@ -237,8 +237,10 @@ class AlterPartitionDelay(Nemesis):
         for nodes in targets.values():
             t = nodes[0].transport
             shared = any(n.role == "controller" for n in nodes)
-            sources = sorted({(_listener_hostport(n) or "").rpartition(":")[0] for n in nodes
-                              if n.role == "broker"} - {""}) if shared else [None]
+            sources: list[str | None] = sorted(
+                {(_listener_hostport(n) or "").rpartition(":")[0] or str(getattr(n, "address", "") or "")
+                 for n in nodes if n.role == "broker"} - {""}) if shared else []
+            sources = sources or [None]
             for ctl, listen in pairs:
                 cip, _, cport = ctl.strip().rpartition(":")
                 pip, _, pport = listen.rpartition(":")
