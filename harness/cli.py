@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -92,6 +91,7 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
     from harness.heal import OwnedLedger, heal_all
+    from harness.interrupts import signals_raise
     from harness.runner import Interrupted, Runner, RunStatus
 
     camp = load_campaign(campaign, overrides=list(set_), seed=seed)
@@ -107,51 +107,40 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
                         *([] if check_ else ["--no-check"])])
     status = RunStatus()
     stop = threading.Event()
-    fired = {"n": 0}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-        fired["n"] += 1
-        if fired["n"] == 1:
-            raise Interrupted(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     runner = None
-    try:
-        runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop)
-        err.print(f"run {runner.run_id}: campaign {camp.name}, seed {camp.seed}, expect {camp.expect}")
-        ticker_stop = threading.Event()
+    with signals_raise(Interrupted, stop):
+        try:
+            runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop)
+            err.print(f"run {runner.run_id}: campaign {camp.name}, seed {camp.seed}, expect {camp.expect}")
+            ticker_stop = threading.Event()
 
-        def tick() -> None:
-            while not ticker_stop.wait(0.5):
-                runner.refresh_status()
+            def tick() -> None:
+                while not ticker_stop.wait(0.5):
+                    runner.refresh_status()
 
-        threading.Thread(target=tick, daemon=True).start()
-        if progress and err.is_terminal:
-            with Live(get_renderable=lambda: _status_line(status), console=err, refresh_per_second=4, transient=True):
+            threading.Thread(target=tick, daemon=True).start()
+            if progress and err.is_terminal:
+                with Live(get_renderable=lambda: _status_line(status), console=err, refresh_per_second=4, transient=True):
+                    result = runner.run()
+            else:
                 result = runner.run()
-        else:
-            result = runner.run()
-        ticker_stop.set()
-        runner.refresh_status()
-        err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
-        if result.exit_code == EXIT_OK and not check_:
-            result.message = f"workload done; not checked (--no-check): faultline check {runner.run_dir}"
-        elif result.exit_code == EXIT_OK:
-            err.print(f"checking {runner.run_dir} (Spark; log in checker.log) ...")
-            result = runner.check_and_report()
-    except Interrupted:
-        # arrived before the run loop's own handler could take it: heal what is registered
-        rep = heal_all(ledger)
-        err.print(f"faultline: error: interrupted; healed {len(rep.healed)} ledger entries", markup=False)
-        if runner is not None:
-            print(str(runner.run_dir), flush=True)
-        raise Exit(EXIT_INFRA) from None
-    except InfraError as e:
-        raise Exit(EXIT_INFRA, _one_line(e)) from None
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+            ticker_stop.set()
+            runner.refresh_status()
+            err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
+            if result.exit_code == EXIT_OK and not check_:
+                result.message = f"workload done; not checked (--no-check): faultline check {runner.run_dir}"
+            elif result.exit_code == EXIT_OK:
+                err.print(f"checking {runner.run_dir} (Spark; log in checker.log) ...")
+                result = runner.check_and_report()
+        except Interrupted:
+            # arrived before the run loop's own handler could take it: heal what is registered
+            rep = heal_all(ledger)
+            err.print(f"faultline: error: interrupted; healed {len(rep.healed)} ledger entries", markup=False)
+            if runner is not None:
+                print(str(runner.run_dir), flush=True)
+            raise Exit(EXIT_INFRA) from None
+        except InfraError as e:
+            raise Exit(EXIT_INFRA, _one_line(e)) from None
     for n in runner.notes:
         err.print(f"note: {n}")
     if result.exit_code in (EXIT_INFRA, EXIT_CONFIG):

@@ -9,7 +9,6 @@ heals whatever the ledger still holds open.
 """
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from pathlib import Path
@@ -59,6 +58,7 @@ def register(app: typer.Typer) -> None:
         from harness.cluster import InfraError
         from harness.heal import heal_all
         from groundwork.ledger import Ledger
+        from harness.interrupts import signals_raise
         from harness.runner import Interrupted
         from harness.shrink import Progress, Shrinker, ShrinkOptions
 
@@ -72,15 +72,6 @@ def register(app: typer.Typer) -> None:
                                              out=out_file, overrides=list(set_), tail=tail,
                                              simplify=simplify_),
                       progress=prog, stop_event=stop, say=lambda s: err.print(s, markup=False))
-        fired = {"n": 0}
-
-        def on_signal(signum: int, _frame: Any) -> None:
-            stop.set()
-            fired["n"] += 1
-            if fired["n"] == 1:
-                raise Interrupted(signal.Signals(signum).name)
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         live = Live(_line(prog), console=err, refresh_per_second=2, transient=True) if progress else None
         ticker_stop = threading.Event()
 
@@ -90,28 +81,26 @@ def register(app: typer.Typer) -> None:
                     live.update(_line(prog))
 
         ticker = threading.Thread(target=tick, daemon=True)
-        try:
-            if live is not None:
-                live.start()
-            ticker.start()
+        with signals_raise(Interrupted, stop):
             try:
-                res = sh.run()
-            finally:
-                ticker_stop.set()
                 if live is not None:
-                    live.stop()
-        except Interrupted:
-            sh.abort()
-            rep = heal_all(Ledger())
-            _exit(EXIT_INFRA, f"interrupted: stopped the running replay; healed {len(rep.healed)} ledger "
-                              f"entries; `faultline shrink {run_dir}` resumes from {sh.dir / 'shrink.json'}")
-        except InfraError as e:
-            sh.abort()
-            heal_all(Ledger())
-            _exit(EXIT_INFRA, f"{e}")
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+                    live.start()
+                ticker.start()
+                try:
+                    res = sh.run()
+                finally:
+                    ticker_stop.set()
+                    if live is not None:
+                        live.stop()
+            except Interrupted:
+                sh.abort()
+                rep = heal_all(Ledger())
+                _exit(EXIT_INFRA, f"interrupted: stopped the running replay; healed {len(rep.healed)} ledger "
+                                  f"entries; `faultline shrink {run_dir}` resumes from {sh.dir / 'shrink.json'}")
+            except InfraError as e:
+                sh.abort()
+                heal_all(Ledger())
+                _exit(EXIT_INFRA, f"{e}")
         if res.code == 0:
             out.print(res.message, markup=False)
             if res.page:

@@ -8,11 +8,10 @@ last line on stdout, as ``faultline run`` prints its run directory. See docs/sui
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -53,6 +52,7 @@ def register(app: typer.Typer) -> None:
         """Run every cell of a suite (campaign x settings x seeds x inventory) and judge each
         against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
         from harness.suite import load_suite
+        from harness.interrupts import signals_raise
         from harness.suite_run import Progress, SuiteInterrupted, SuiteRunner
 
         # our own handle on the terminal: the suite points file descriptor 2 at checker.log
@@ -85,25 +85,15 @@ def register(app: typer.Typer) -> None:
                                  *[(f"{n} {o} ", "red" if o in ("unexpected", "error") else "green" if o == "as-expected" else "yellow")
                                    for o, n in sorted(prog.counts.items())])
 
-        fired = {"n": 0}
-
-        def on_signal(signum: int, _frame: Any) -> None:
-            fired["n"] += 1
-            if fired["n"] == 1:
-                raise SuiteInterrupted(signal.Signals(signum).name)
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            if progress and err.is_terminal:
-                with Live(get_renderable=line, console=err, refresh_per_second=2, transient=True):
+        with signals_raise(SuiteInterrupted):
+            try:
+                if progress and err.is_terminal:
+                    with Live(get_renderable=line, console=err, refresh_per_second=2, transient=True):
+                        code = runner.run()
+                else:
                     code = runner.run()
-            else:
-                code = runner.run()
-        except SuiteInterrupted:
-            code = 3
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            except SuiteInterrupted:
+                code = 3
         res = runner.results()
         n_ok = sum(1 for r in res if r["outcome"] == "as-expected")
         msg = (f"{n_ok} of {len(runner.spec.cells)} cells as expected"
