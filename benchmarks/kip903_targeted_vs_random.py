@@ -40,6 +40,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from workloads.history import acked_missing_from_drain  # noqa: E402  (after the path is set)
+
 BUDGET_S = 90.0  # goal: each fault-injection run at most 90 s
 MODES = {
     # the vulnerable and the fixed cluster differ only by metadata.version, as in Kafka
@@ -54,28 +56,6 @@ TIMED = {"random-off": "targeted-off", "random-on": "targeted-off"}
 
 
 # --- reading a run directory ---------------------------------------------------------------
-
-def acked_missing_from_final_drain(run_dir: Path) -> int | None:
-    """Acknowledged values that the final drain did not read - the user's question asked
-    directly of the histories, as a cross-check of the checker's lost_write (None when no
-    drain-end record says the drain read the partition to its end)."""
-    acked, drained, ended = set(), set(), False
-    for f in (run_dir / "history").glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if d.get("type") != "ok":
-                continue
-            if d.get("f") == "send":
-                acked.add((d.get("topic"), d.get("value")))
-            elif d.get("f") == "drain":
-                drained.add((d.get("topic"), d.get("value")))
-            elif d.get("f") == "drain-end":
-                ended = True
-    return len(acked - drained) if ended else None
-
 
 def proxy_figures(run_dir: Path) -> dict[str, Any]:
     """INELIGIBLE_REPLICA (107) answers the proxy saw, and whether it held an AlterPartition."""
@@ -226,7 +206,7 @@ def one_run(mode: str, seed: int, results: Path, timeout: float, duration: float
         if (run_dir / "run.json").exists():
             row["duration_s"] = json.loads((run_dir / "run.json").read_text()).get("duration_s")
         if (run_dir / "history").is_dir():
-            row["acked_missing"] = acked_missing_from_final_drain(run_dir)
+            row["acked_missing"] = acked_missing_from_drain(run_dir)
         row.update(proxy_figures(run_dir))
     return row
 

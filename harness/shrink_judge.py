@@ -14,12 +14,13 @@ acknowledged value no read returned, docs/anomalies.md), so it is not sent to Sp
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from workloads.history import acked_missing_from_drain
 
 MECHANISMS = ("empty_replica_elected", "stale_alter_partition_readmit", "last_replica_standing",
               "unclean_election", "truncated_to_lossy_leader", "ack_below_min_isr", "unexplained")
@@ -89,28 +90,8 @@ def same_mechanism(wanted: str, mech: dict[str, int]) -> bool:
 
 
 def acked_missing(run_dir: Path) -> int | None:
-    """Acknowledged values the final drain did not read; None when no drain-end record says
-    the drain read its partitions to the end (then only the checker can tell)."""
-    acked, drained, ended = set(), set(), False
-    for f in sorted((run_dir / "history").glob("*.jsonl")):
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"ok"' not in line:
-                    continue
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                if d.get("type") != "ok":
-                    continue
-                fn = d.get("f")
-                if fn == "send":
-                    acked.add((d.get("topic"), d.get("value")))
-                elif fn == "drain":
-                    drained.add((d.get("topic"), d.get("value")))
-                elif fn == "drain-end":
-                    ended = True
-    return len(acked - drained) if ended else None
+    """Acknowledged values the final drain did not read (workloads.history)."""
+    return acked_missing_from_drain(run_dir)
 
 
 class Judge:

@@ -177,3 +177,31 @@ def read_jsonl(path: str | os.PathLike[str], stats: ReadStats | None = None) -> 
 def history_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     """The history files of a run directory: ``RUN/history/*.jsonl``."""
     return sorted((Path(run_dir) / "history").glob("*.jsonl"))
+
+
+def acked_missing_from_drain(run_dir: Path) -> int | None:
+    """Acknowledged values (``send`` oks) that the final drain did not read, straight from a
+    run's histories: the user's question asked without Spark, for a quick yes/no (shrinking
+    decides "still loses?" with it) and as a cross-check of the checker's lost_write. None when
+    no ``drain-end`` record says the drain read its partitions to the end - then only the
+    checker can tell."""
+    acked, drained, ended = set(), set(), False
+    for f in sorted((run_dir / "history").glob("*.jsonl")):
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"ok"' not in line:
+                    continue
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    continue
+                if d.get("type") != "ok":
+                    continue
+                fn = d.get("f")
+                if fn == "send":
+                    acked.add((d.get("topic"), d.get("value")))
+                elif fn == "drain":
+                    drained.add((d.get("topic"), d.get("value")))
+                elif fn == "drain-end":
+                    ended = True
+    return len(acked - drained) if ended else None
