@@ -25,6 +25,12 @@ part of what kraftsim's controller states in one event. So:
   a no-op truncation): Kafka does not log the end offset it cut from, and a follower that
   fetched after its last stated end offset cut from higher - a lower bound, said so in
   docs/kafka-logs.md.
+* **The leader's own ISR** (``leader_isr``, the view ``ack_below_min_isr`` judges acks by): the
+  ISR a broker states as it becomes leader (``Leader ... starts at ..., ISR [...]``) and each
+  committed ISR it is told (``ISR updated to ...``); a rejected AlterPartition
+  (``Failed to alter partition``) brings it back to the last committed one. Kafka logs no INFO
+  line for a pending expansion (Partition.prepareIsrExpand), so the maximal ISR stated is the
+  committed one - a shrink's pending state changes nothing (the maximal ISR stays the old one).
 * **Recovery**: a log loaded from a directory without a clean shutdown file (LogManager's
   line), with its log end offset; ``recovery_point`` is the first unflushed segment recovered
   (Kafka logs no recovery point at INFO), ``truncated_bytes`` 0 unless a corruption was found.
@@ -73,6 +79,8 @@ class Assembler:
     recovering: dict[tuple[int | None, str, int], int] = field(default_factory=dict)
     corrupt: set[tuple[int | None, str, int]] = field(default_factory=set)
     shutdown_clean: dict[int | None, bool] = field(default_factory=dict)          # node -> its last start found a clean shutdown file
+    #: (leader node, tp) -> (leader epoch, the committed ISR it acts on): a rejection reverts to it
+    acting_isr: dict[tuple[int | None, str, int], tuple[int | None, list[int]]] = field(default_factory=dict)
     unused: int = 0                             # observations that changed nothing (duplicates)
 
     def _emit(self, o: dict[str, Any], event: str, **fields: Any) -> dict[str, Any]:
@@ -191,6 +199,17 @@ class Assembler:
                    local_log_start_timestamp=None, leader_recovery_state=0)
         # Partition.makeLeader: the new state (this broker leads, with that ISR) as of this partition epoch
         self._partition({**o, "leader": node, "leader_recovery_state": 0, "observed": "leader"}, starts_epoch=True)
+        self._leader_isr(o, node, o["leader_epoch"], o["partition_epoch"], o["isr"])
+
+    def _leader_isr(self, o: dict[str, Any], node: int, leader_epoch: int | None, partition_epoch: int | None,
+                    isr: list[int] | None) -> None:
+        """The ISR this broker acts on as leader (Partition.partitionState: committed = maximal
+        as far as INFO logs tell)."""
+        if isr is None:
+            return
+        self.acting_isr[(node, o["topic"], o["partition"])] = (leader_epoch, list(isr))
+        self._emit(o, "leader_isr", topic=o["topic"], partition=o["partition"], broker=node,
+                   leader_epoch=leader_epoch, partition_epoch=partition_epoch, isr=list(isr), maximal_isr=list(isr))
 
     def _alter_accepted(self, o: dict[str, Any]) -> None:
         key = (o["topic"], o["partition"])
@@ -209,8 +228,16 @@ class Assembler:
         # Partition.handleAlterPartitionUpdate: the committed state the controller answered
         self._partition({**o, "leader": o["node"], "leader_epoch": p.leader_epoch if p else None,
                          "leader_recovery_state": lrs})
+        # Partition.handleAlterPartitionUpdate: the leader now acts on the committed ISR
+        self._leader_isr(o, o["node"], p.leader_epoch if p else None, new_pe, o["isr"])
 
     def _alter_rejected(self, o: dict[str, Any], broker_side: bool) -> None:
+        if broker_side:
+            # Partition.handleAlterPartitionError: back to the committed state (a pending
+            # expansion's maximal ISR, never logged, is gone); say so once per rejection
+            acting = self.acting_isr.get((o["node"], o["topic"], o["partition"]))
+            if acting is not None:
+                self._leader_isr(o, o["node"], acting[0], o.get("partition_epoch"), acting[1])
         for e in reversed(self.events):
             if o["wall"] - e["wall"] > SAME_REJECT_S:
                 break

@@ -27,7 +27,7 @@ KAFKA_RUN = FIXTURES / "kafka-logs" / "kip903-off"
 #: controller writes a partition change, Kafka's replicas log it as they apply it
 _WHERE = {"wall", "node", "role", "host", "source", "line", "candidates"}
 #: events Kafka's logs give that this (older) kraftsim run did not write
-_EXTRA = {"controller_activated", "became_leader"}
+_EXTRA = {"controller_activated", "became_leader", "leader_isr"}
 
 
 def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:
@@ -333,11 +333,38 @@ def test_fence_explains_the_next_election_and_the_controller_reject_absorbs_the_
     kinds = [(e["event"], e.get("reason")) for e in a.events]
     assert kinds == [("broker_registered", None), ("broker_unfenced", None), ("leader_elected", "initial"),
                      ("broker_fenced", "session_timeout"), ("became_leader", None), ("leader_elected", "leader_fenced"),
-                     ("alter_partition", None)]
+                     ("leader_isr", None), ("alter_partition", None), ("leader_isr", None)]
+    a.events = [e for e in a.events if e["event"] != "leader_isr"]
     assert a.events[1]["broker_epoch"] == 5 and a.events[3]["broker_epoch"] == 5
     rej = a.events[-1]
     assert (rej["accepted"], rej["error"], rej["leader"], rej["partition_epoch"], rej["broker_epochs"]) == \
         (False, "INELIGIBLE_REPLICA", 2, 1, {"1": 5})
+
+
+def test_a_leader_cut_from_the_controller_keeps_acting_on_its_own_isr():
+    """A zombie leader: the controller fences broker 1 (its heartbeats stopped arriving) and
+    writes the ISR without it, but broker 1, cut from the controller only, never hears of it
+    and keeps answering acks=all by the ISR it was last told (Partition.checkEnoughReplicasReachOffset
+    reads the leader's own partitionState). Its log says so: it became leader with ISR [1,2,3]
+    and then "ISR updated to 1,2,3". ``leader_isr`` carries that view, and the checker's
+    ISR timeline (checkers/invariants.py) takes it over the controller's: the size stays 3,
+    so its acks are not judged below min ISR 2."""
+    from checkers.invariants import isr_timelines
+    a = Assembler()
+    a.add(_obs(0.0, "partition_created", topic="t", partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+               isr=[1, 2, 3], elr=None, leader_recovery_state=0))
+    a.add(_obs(0.01, "became_leader", node=1, topic="t", partition=0, leader_epoch=0, log_end_offset=0,
+               partition_epoch=0, hwm=0, isr=[1, 2, 3]))
+    a.add(_obs(3.0, "alter_accepted", node=1, topic="t", partition=0, isr=[1, 2, 3], partition_epoch=1))
+    a.add(_obs(6.0, "fence", broker=1, reason="session_timeout"))
+    a.add(_obs(6.0, "partition_state", topic="t", partition=0, leader=2, leader_epoch=1, partition_epoch=2,
+               isr=[2], leader_recovery_state=0, observed="follower"))
+    mine = [(e["t"], e["broker"], e["maximal_isr"]) for e in
+            ({**e, "t": e["wall"]} for e in a.events if e["event"] == "leader_isr")]
+    assert mine == [(0.01, 1, [1, 2, 3]), (3.0, 1, [1, 2, 3])]
+    events = [{**e, "t": e["wall"]} for e in a.events]
+    tl = isr_timelines(events, [], use_events=True)[("t", 0)]
+    assert list(tl[1]) == [3, 3]            # the leader's view; the controller's [2] is not used
 
 
 # ------------------------------------------------------------------ the checker on both run directories
