@@ -8,7 +8,6 @@ registered.
 """
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -17,21 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.clirun import read_jsonl
 from tests.kraftsim.conftest import REPO, _env, free_base_port
 
 pytestmark = pytest.mark.slow
-
-
-def _events(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
 
 
 def test_broker_tries_every_bootstrap_address(tmp_path: Path) -> None:
@@ -53,7 +41,7 @@ def test_broker_tries_every_bootstrap_address(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         registered: list[dict] = []
         while not registered and time.monotonic() < deadline:
-            registered = [e for e in _events(tmp_path / "ctl-events.jsonl")
+            registered = [e for e in read_jsonl(tmp_path / "ctl-events.jsonl")
                           if e["event"] == "broker_registered" and e["broker"] == 1]
             time.sleep(0.1)
         assert registered, "the broker never registered: the second bootstrap address was not tried"

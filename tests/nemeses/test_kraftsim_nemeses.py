@@ -9,6 +9,7 @@ re-registration releases it; KIP-903's INELIGIBLE_REPLICA is recorded.
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
@@ -181,12 +182,17 @@ def test_faultline_heal_undoes_placement_hold_and_proxy_from_the_ledger_alone(cl
     nem = AlterPartitionDelay()
     nem.setup(ctx)
     pid, placement_id = nem.handle.pid, nem.placement.id
-    rec = nem.start(["broker-3"], partition=0)
     t = cluster.nodes["broker-1"].transport
-    assert tagged_rules(t, placement_id, table="nat") and t.pid_alive(pid)
-    report = heal_all(ctx.ledger)             # a fresh nemesis per entry, no settings, no nodes
-    assert report.failed == [], report.failed
-    assert tagged_rules(t, placement_id, table="nat") == [] and tagged_rules(t, placement_id) == []
-    wait_for(lambda: not t.pid_alive(pid), 10, "the proxy process is gone")
-    assert ctx.ledger.open_entries() == []
-    assert rec.id in " ".join(report.healed)
+    try:
+        rec = nem.start(["broker-3"], partition=0)
+        assert tagged_rules(t, placement_id, table="nat") and t.pid_alive(pid)
+        report = heal_all(ctx.ledger)             # a fresh nemesis per entry, no settings, no nodes
+        assert report.failed == [], report.failed
+        assert tagged_rules(t, placement_id, table="nat") == [] and tagged_rules(t, placement_id) == []
+        wait_for(lambda: not t.pid_alive(pid), 10, "the proxy process is gone")
+        assert ctx.ledger.open_entries() == []
+        assert rec.id in " ".join(report.healed)
+    finally:   # a failed assertion above must not leave the proxy or its DNAT rules behind
+        heal_all(ctx.ledger)
+        if t.pid_alive(pid):
+            t.signal(pid, signal.SIGKILL)
