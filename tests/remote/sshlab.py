@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.netlab import LABS, NetLab, cleanup_stale, sh
+from tests.support.netlab import NetLab, cleanup_stale, sh
 
 USER = "fl-ssh-nopw"
 PW_USER = "fl-ssh-pw"
@@ -64,16 +64,8 @@ class SshLab:
     def known_hosts(self) -> str:
         return str(self.root / "known_hosts")
 
-    def _del_veths(self) -> None:
-        """Delete the host ends of the lab's veth pairs now: the kernel frees a deleted
-        namespace (and its veth ends) asynchronously, which under load races the next
-        test module's NetLab.up (``ip link add`` → "File exists")."""
-        for i in range(len(self.hosts)):
-            sh("ip", "link", "del", f"flv{LABS['ssh']}h{i}", check=False)
-
     def up(self) -> "SshLab":
         cleanup_stale("ssh")
-        self._del_veths()
         os.chmod(self.root, 0o755)
         # NetLab lets its bridge forward even while dockerd's FORWARD policy is DROP
         self.lab = NetLab("ssh", self.hosts).up()

@@ -6,11 +6,19 @@ their own iptables, and this machine can reach no network but its own. Every lab
 is ever sent outside that subnet. ``NetLab`` is a context manager and also registers an
 atexit cleanup, so a failing test still removes what it made; ``cleanup_stale`` removes
 leftovers of a previous crashed session.
+
+Names are reused: the next lab of the same name creates the same veth names. The kernel
+destroys a deleted namespace, and the veth pairs inside it, asynchronously, so a host end can
+outlive ``ip netns del`` long enough for the next ``ip link add`` to fail with "File exists".
+So ``down`` deletes every host-side veth itself and waits until the kernel no longer lists it,
+and ``up`` removes a stale link of its own name first (saying so on stderr).
 """
 from __future__ import annotations
 
 import atexit
 import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 
 SUBNET_PREFIX = "10.250"
@@ -52,7 +60,12 @@ class NetLab:
            "-m", "comment", "--comment", f"netlab-{self.lab}")
         for i, h in enumerate(self.hosts):
             ns = self.ns(h)
-            veth_host, veth_ns = f"flv{LABS[self.lab]}h{i}", f"flv{LABS[self.lab]}n{i}"
+            veth_host, veth_ns = self.veths(i)
+            stale = [n for n in (veth_host, veth_ns) if link_exists(n)]
+            if stale:
+                print(f"netlab {self.lab}: removing stale link(s) {', '.join(stale)} before creating them",
+                      file=sys.stderr)
+                delete_links(stale)
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", veth_host, "type", "veth", "peer", "name", veth_ns)
             sh("ip", "link", "set", veth_ns, "netns", ns)
@@ -63,6 +76,10 @@ class NetLab:
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
             sh("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", self.gateway)
         return self
+
+    def veths(self, i: int) -> tuple[str, str]:
+        """The host end and the namespace end of host ``i``'s veth pair."""
+        return f"flv{LABS[self.lab]}h{i}", f"flv{LABS[self.lab]}n{i}"
 
     def exec(self, host: str, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         return sh("ip", "netns", "exec", self.ns(host), *args, check=check, timeout=timeout)
@@ -75,6 +92,9 @@ class NetLab:
             for pid in pids:
                 sh("kill", "-9", pid, check=False)
             sh("ip", "netns", "del", ns, check=False)
+        # the host ends outlive their namespace until the kernel gets round to it: delete them
+        # here and wait, so the next lab of this name can create them again
+        delete_links([self.veths(i)[0] for i in range(len(self.hosts))])
         sh("ip", "link", "del", self.bridge, check=False)
         _drop_forward_rules(self.bridge, self.lab)
 
@@ -83,6 +103,26 @@ class NetLab:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+
+def link_exists(name: str) -> bool:
+    return sh("ip", "link", "show", "dev", name, check=False).returncode == 0
+
+
+def delete_links(names: list[str], timeout: float = 10.0) -> None:
+    """Delete each link and wait (bounded) until the kernel no longer lists any of them; a
+    link still listed after ``timeout`` is an error that names it, not a later "File exists"."""
+    for name in names:
+        sh("ip", "link", "del", "dev", name, check=False)
+    deadline = time.monotonic() + timeout
+    left = [n for n in names if link_exists(n)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for n in left:
+            sh("ip", "link", "del", "dev", n, check=False)
+        left = [n for n in left if link_exists(n)]
+    if left:
+        raise RuntimeError(f"netlab: the kernel still lists {', '.join(left)} {timeout:.0f}s after deleting it")
 
 
 def _drop_forward_rules(bridge: str, lab: str) -> None:
@@ -100,5 +140,9 @@ def cleanup_stale(lab: str) -> None:
             for pid in sh("ip", "netns", "pids", name, check=False).stdout.split():
                 sh("kill", "-9", pid, check=False)
             sh("ip", "netns", "del", name, check=False)
+    prefix = f"flv{LABS[lab]}"
+    links = [line.split(":")[1].strip().split("@")[0]
+             for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines() if line.count(":") >= 2]
+    delete_links([n for n in links if n.startswith(prefix)])
     sh("ip", "link", "del", f"flbr-{lab}"[:15], check=False)
     _drop_forward_rules(f"flbr-{lab}"[:15], lab)
