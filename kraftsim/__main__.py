@@ -45,8 +45,8 @@ def _serve(role: str, config_path: str) -> int:
             from kraftsim.controller import Controller
             node = Controller(cfg, events)
         else:
-            from kraftsim.broker import Broker
-            node = Broker(cfg, events)
+            from kraftsim.broker.server import BrokerServer
+            node = BrokerServer(cfg, events)
         await node.run(stop)
         return 0
 

@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from kraftsim import features
-
-
-class ConfigError(Exception):
-    """One-line configuration error: ``kraftsim: FILE: key 'x': <what is wanted>``."""
+from kraftsim.properties import ConfigError, parse_properties
+from kraftsim.raft.config import parse_voters
 
 
 def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
@@ -77,8 +75,7 @@ def _hostports(v: str) -> list[tuple[str, int]]:
 
 
 def _voters(v: str) -> dict[int, tuple[str, int]]:
-    from kraftsim.raft.config import parse_voters  # QuorumConfig.parseVoterConnections
-    return parse_voters(v)
+    return parse_voters(v)  # QuorumConfig.parseVoterConnections
 
 
 def _dirs(v: str) -> list[Path]:
@@ -194,19 +191,6 @@ class Config:
         """Seed 002: the broker-side timeout must be longer than the controller's; 2x by default."""
         v = self.values.get("broker.self.fence.timeout.ms")
         return int(v) if v else 2 * int(self.values["broker.session.timeout.ms"])
-
-
-def parse_properties(text: str) -> list[tuple[int, str, str]]:
-    out = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", line)
-        if not m:
-            raise ConfigError(f"line {n}: key=value is wanted, got {line[:60]!r}")
-        out.append((n, m.group(1), m.group(2)))
-    return out
 
 
 def load(path: Path, role: str) -> Config:

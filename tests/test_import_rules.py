@@ -8,7 +8,7 @@ read with :mod:`ast`, relative imports resolved, and held against the "Floors" t
   shared history format, ``workloads/history.py``), never each other otherwise, never ``harness/``;
 * ``kraftsim/`` imports only the standard library, kio (with crc32c, kio's own dependency) and
   itself; nothing imports kraftsim (faultline starts it as a program);
-* the modules of ``checkers/`` import each other without cycles.
+* the modules of ``checkers/``, and those of ``kraftsim/``, import each other without cycles.
 
 The rules are checked on a copy with violations planted in it, so a checker that never fires
 cannot pass (test the test).
@@ -81,10 +81,11 @@ def _sources(root: Path, package: str) -> list[Path]:
 
 
 def violations(root: Path) -> list[str]:
-    """Every import that breaks a floor, as ``file:line: what``, and every cycle in checkers/."""
+    """Every import that breaks a floor, as ``file:line: what``, and every cycle in checkers/ and kraftsim/."""
     found: list[str] = []
     stdlib = set(sys.stdlib_module_names)
     checker_graph: dict[str, set[str]] = {}
+    kraftsim_graph: dict[str, set[str]] = {}
     for package in PACKAGES:
         for path in _sources(root, package):
             mod = module_name(root, path)
@@ -94,6 +95,8 @@ def violations(root: Path) -> list[str]:
                 if package == "kraftsim":
                     if top not in stdlib and top != "kraftsim" and top not in KRAFTSIM_THIRD_PARTY and top != "__future__":
                         found.append(f"{rel}:{line}: kraftsim imports {name} (only the standard library, kio and itself)")
+                    elif _under(name, "kraftsim"):
+                        kraftsim_graph.setdefault(mod, set()).add(name)
                     continue
                 if top not in PACKAGES or top == package:
                     if package == "checkers" and _under(name, "checkers"):
@@ -105,6 +108,7 @@ def violations(root: Path) -> list[str]:
                     found.append(f"{rel}:{line}: {package} imports {name} (its floor may import "
                                  f"{', '.join(ALLOWED[package]) or 'nothing of faultline'})")
     found += [f"checkers: import cycle {' -> '.join(c)}" for c in cycles(checker_graph)]
+    found += [f"kraftsim: import cycle {' -> '.join(c)}" for c in cycles(kraftsim_graph)]
     return found
 
 
@@ -186,6 +190,7 @@ def _plant(path: Path, line: str) -> None:
     ("kraftsim/config.py", "import yaml", "kraftsim imports yaml"),
     ("kraftsim/config.py", "from harness import cli", "kraftsim imports harness.cli"),
     ("checkers/evidence.py", "from . import verdict", "checkers: import cycle"),
+    ("kraftsim/raft/config.py", "def _f():\n    from kraftsim.config import load", "kraftsim: import cycle"),
 ])
 def test_a_planted_violation_is_found(copy: Path, where: str, line: str, needle: str) -> None:
     _plant(copy / where, line)

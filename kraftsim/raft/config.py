@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftsim.config import ConfigError, parse_properties
+from kraftsim.properties import ConfigError, parse_properties
 
 _VOTER = re.compile(r"^(\d+)@([^:@\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
 _HOSTPORT = re.compile(r"^([^:@\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")

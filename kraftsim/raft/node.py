@@ -99,7 +99,7 @@ class RaftNode:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from kraftsim.config import ConfigError
+    from kraftsim.properties import ConfigError
     from kraftsim.raft.config import load_node_config
     from kraftsim.raft.store import QuorumStateError
     from kraftsim.storage.manager import StorageConfigError

@@ -38,7 +38,7 @@ HEADER_UP_TO_MAGIC = 17  # Kafka's HEADER_SIZE_UP_TO_MAGIC: needed to tell a bat
 COMPRESSION_CODEC_MASK = 0x07
 CURRENT_MAGIC = 2
 
-_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -89,7 +89,7 @@ def batch_length_at(buf: bytes | bytearray | memoryview, pos: int) -> int | None
     """Total size of the batch at ``pos`` from its 12-byte prefix, or None if the prefix is cut."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    return _PREFIX.unpack_from(buf, pos)[1] + LOG_OVERHEAD
+    return BATCH_PREFIX.unpack_from(buf, pos)[1] + LOG_OVERHEAD
 
 
 def iter_batches(
@@ -126,7 +126,7 @@ def validate_batch(batch: bytes | bytearray | memoryview) -> str | None:
     n = len(batch)
     if n < HEADER_UP_TO_MAGIC:
         return f"truncated: {n} bytes, a batch header needs at least {HEADER_UP_TO_MAGIC}"
-    base, blen = _PREFIX.unpack_from(batch, 0)
+    base, blen = BATCH_PREFIX.unpack_from(batch, 0)
     if blen < MIN_BATCH_LENGTH:
         return f"bad length: batchLength {blen} is below the minimum {MIN_BATCH_LENGTH}"
     magic = batch[MAGIC_OFFSET]

@@ -72,7 +72,7 @@ class Segment:
         head = os.pread(self.fd, records.HEADER_SIZE, pos[-1])
         if len(head) < records.HEADER_SIZE:
             return False
-        base, blen = records._PREFIX.unpack_from(head, 0)
+        base, blen = records.BATCH_PREFIX.unpack_from(head, 0)
         lod = struct.unpack_from(">i", head, 23)[0]
         if pos[-1] + blen + records.LOG_OVERHEAD != self.size or base + lod != self.base_offset + rel[-1]:
             return False

@@ -102,7 +102,7 @@ def test_manager_clean_shutdown_restart_and_crash(tmp_path):
         assert props["node.id"] == "1" and props["version"] == "1" and len(props["directory.id"]) == 22
     for p in range(4):
         append(m, "orders", p, 3)
-    assert {m._dir_of[("orders", p)] for p in range(4)} == set(dirs)  # spread over log dirs
+    assert {m.get("orders", p).dir.parent for p in range(4)} == set(dirs)  # spread over log dirs
     m.checkpoint_high_watermarks({("orders", p): 2 for p in range(4)})
     assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)
     m.shutdown(broker_epoch=17)

@@ -1,7 +1,7 @@
-"""A real kraftsim :class:`~kraftsim.broker.Broker`, not started, driven from a test.
+"""A real kraftsim :class:`~kraftsim.broker.server.BrokerServer`, not started, driven from a test.
 
 Why: Kafka's own PartitionTest drives ``Partition`` directly (makeLeader, follower fetches,
-AlterPartition completions). The same cases here drive kraftsim's broker and replica objects:
+AlterPartition completions). The same cases here drive kraftsim's broker and partition objects:
 a real config file, real log dirs (``LogManager``), a real metadata image fed with the
 controller's own record shapes, real record batches. Nothing is stubbed; the broker's network
 loops are simply not started, so the test plays the controller and the followers.
@@ -16,10 +16,10 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim import config as kconfig
-from kraftsim.broker import Broker
+from kraftsim.broker.partition import Partition
+from kraftsim.broker.server import BrokerServer
 from kraftsim.events import EventLog
 from kraftsim.metadata import NO_LEADER
-from kraftsim.replica import Replica
 from kraftsim.storage import records as rec
 from kraftsim.wire import build
 
@@ -45,9 +45,8 @@ class BrokerSim:
         path = tmp / f"broker-{node}.properties"
         path.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in props.items()))
         self.cfg = kconfig.load(path, "broker")
-        self.b = Broker(self.cfg, EventLog(tmp / "events.jsonl", node, "broker"))
+        self.b = BrokerServer(self.cfg, EventLog(tmp / "events.jsonl", node, "broker"))
         self.b.logs.load()
-        self.b._hwm_checkpoint = {}
         self.md_offset = 0
         for bid in self.replicas:
             self.record({"type": "register_broker", "broker": bid, "broker_epoch": broker_epoch_of(bid),
@@ -56,9 +55,9 @@ class BrokerSim:
         self.record({"type": "topic", "name": TOPIC, "topic_id": TOPIC_ID,
                      "configs": {"min.insync.replicas": str(min_isr)}})
         # the broker is registered, caught up and publishing metadata to its replica manager
-        self.b.broker_epoch = broker_epoch_of(node)
-        self.b.metadata_ready = True
-        self.b.published = True
+        self.b.lifecycle.broker_epoch = broker_epoch_of(node)
+        self.b.metadata.metadata_ready = True
+        self.b.metadata.published = True
         self.partition(leader=leader, isr=isr if isr is not None else list(self.replicas),
                        leader_epoch=leader_epoch, partition_epoch=partition_epoch)
 
@@ -75,7 +74,7 @@ class BrokerSim:
                      "isr": list(isr), "leader": leader, "leader_epoch": leader_epoch,
                      "partition_epoch": partition_epoch, "elr": list(elr or []), "last_known_elr": [],
                      "leader_recovery_state": 0, "last_leader": NO_LEADER})
-        self.b.apply_partitions({(TOPIC, 0)})
+        self.b.metadata.publish({(TOPIC, 0)})
 
     def fence(self, bid: int) -> None:
         self.record({"type": "fence_broker", "broker": bid, "broker_epoch": broker_epoch_of(bid)})
@@ -95,7 +94,7 @@ class BrokerSim:
     def answer(self, code: ErrorCode, resp: Any | None = None) -> None:
         """The controller's answer to the queued AlterPartition, delivered as the broker's
         alter-partition channel does: the item leaves the queue, then the replica handles it."""
-        item = self.b.alter_queue.pop((TOPIC, 0), None)
+        item = self.b.alter_partition_manager.queue.pop((TOPIC, 0), None)
         if item is not None and hasattr(self.r, "on_alter_result"):
             self.r.on_alter_result(item, code, resp)
         else:  # the code before the pending-change model: the queue was emptied at send time
@@ -104,7 +103,7 @@ class BrokerSim:
     @property
     def pending_isr(self) -> list[int] | None:
         """The ISR this leader has asked the controller for and not yet had answered."""
-        item = self.b.alter_queue.get((TOPIC, 0))
+        item = self.b.alter_partition_manager.queue.get((TOPIC, 0))
         if item is None:
             return None
         return list(item[0]) if isinstance(item, tuple) else list(item.new_isr)
@@ -112,8 +111,8 @@ class BrokerSim:
     # ------------------------------------------------------------------ the partition
 
     @property
-    def r(self) -> Replica:
-        return self.b.replicas[(TOPIC, 0)]
+    def r(self) -> Partition:
+        return self.b.replica_manager.partitions[(TOPIC, 0)]
 
     def append(self, n: int = 1, **producer: int) -> tuple[int, int]:
         """Append one batch of ``n`` records as leader (what a produce request does)."""
@@ -125,7 +124,7 @@ class BrokerSim:
         self.r.on_follower_fetch(rid, offset, broker_epoch_of(rid))
 
     async def produce(self, data: bytes, acks: int = -1, timeout: float = 5.0) -> tuple[ErrorCode, int]:
-        return await self.b._produce_one(TOPIC, 0, data, acks, timeout)
+        return await self.b.replica_manager.append_records(TOPIC, 0, data, acks, timeout)
 
 
 def batch(n: int = 1, **producer: int) -> bytes:

@@ -14,6 +14,7 @@ import pytest
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from kraftsim.broker.fetcher import ReplicaFetcherThread
 from kraftsim.storage.records import rewrite_batch
 from kraftsim.wire import build
 from tests.kraftsim.conformance.broker_harness import BrokerSim, batch
@@ -120,12 +121,12 @@ def test_follower_hwm_follows_leader_down(tmp_path):
                 "log_start_offset": 0, "records": b""}]}]})
             return resp.responses[0].partitions[0]
 
-        await s.b._follower_response(r, pd(5), None)
+        fetcher = ReplicaFetcherThread(s.b, leader=1)
+        await fetcher.handle_partition_response(r, pd(5))
         down = r.hwm
-        await s.b._follower_response(r, pd(50), None)
-        s.b.fetchers_remove(r)
-        for t in s.b.fetchers.values():
-            t.cancel()
+        await fetcher.handle_partition_response(r, pd(50))
+        s.b.fetcher_manager.remove(r)
+        s.b.fetcher_manager.shutdown()
         return down, r.hwm
 
     down, capped = asyncio.run(go())

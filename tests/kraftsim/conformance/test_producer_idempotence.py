@@ -85,7 +85,6 @@ def test_follower_keeps_producer_state_for_when_it_leads(tmp_path):
         s.partition(leader=2, isr=[2], leader_epoch=6, partition_epoch=2)
         assert s.r.role == "leader"
         out = [await s.produce(batch(1, producer_id=PID, producer_epoch=0, base_sequence=q), acks=1) for q in (1, 2)]
-        for t in s.b.fetchers.values():
-            t.cancel()
+        s.b.fetcher_manager.shutdown()
         return out
     assert asyncio.run(go()) == [(ErrorCode.none, 1), (ErrorCode.none, 2)]

@@ -107,7 +107,7 @@ def _tiered_and_trimmed(tmp_path: Path) -> BrokerSim:
 def test_consumer_reads_below_the_local_log_start_come_from_the_tier(tmp_path: Path) -> None:
     sim = _tiered_and_trimmed(tmp_path)
     r = sim.r
-    out, n = sim.b._fetch_partition(TOPIC, fetch_pd(0), -1, -1, 15)
+    out, n = sim.b.replica_manager.fetch_partition(TOPIC, fetch_pd(0), -1, -1, 15)
     assert out["error_code"] is ErrorCode.none and n > 0
     assert out["log_start_offset"] == 0  # UnifiedLog.logStartOffset covers the tier
     first = next(iter(rec.iter_batches(out["records"], 0, check_crc=True)))
@@ -115,7 +115,7 @@ def test_consumer_reads_below_the_local_log_start_come_from_the_tier(tmp_path: P
     # reading on from each answer reaches the local log without a gap
     off, seen = 0, []
     while off < r.hwm:
-        out, _ = sim.b._fetch_partition(TOPIC, fetch_pd(off), -1, -1, 15)
+        out, _ = sim.b.replica_manager.fetch_partition(TOPIC, fetch_pd(off), -1, -1, 15)
         assert out["error_code"] is ErrorCode.none
         batches = list(rec.iter_batches(out["records"], 0, check_crc=True))
         assert batches and batches[0].base_offset == off
@@ -126,7 +126,7 @@ def test_consumer_reads_below_the_local_log_start_come_from_the_tier(tmp_path: P
 
 def test_follower_fetch_below_the_local_log_start_is_offset_moved_to_tiered_storage(tmp_path: Path) -> None:
     sim = _tiered_and_trimmed(tmp_path)
-    out, _ = sim.b._fetch_partition(TOPIC, fetch_pd(0), 2, 102, 15)
+    out, _ = sim.b.replica_manager.fetch_partition(TOPIC, fetch_pd(0), 2, 102, 15)
     assert out["error_code"] is ErrorCode.offset_moved_to_tiered_storage
 
 
@@ -165,7 +165,7 @@ async def _kip1023_follower(tmp_path: Path, leader: BrokerSim, lto: int) -> None
     assert fr.log.log_start_offset == fr.log.log_end_offset == lto + 1
     assert fr.log.epoch_entries() == leader.r.log.epoch_entries()
     # the follower's fetch from there is served and appends
-    out, _ = leader.b._fetch_partition(TOPIC, fetch_pd(lto + 1), 2, 102, 15)
+    out, _ = leader.b.replica_manager.fetch_partition(TOPIC, fetch_pd(lto + 1), 2, 102, 15)
     assert out["error_code"] is ErrorCode.none
     fr.log.append_as_follower(bytes(out["records"]))
     assert fr.log.log_end_offset > lto + 1

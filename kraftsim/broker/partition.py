@@ -1,4 +1,11 @@
-"""One partition replica on a broker: leader/follower state, HWM, ISR proposals, producer state.
+"""One partition on a broker, as Kafka's Partition.scala: leader/follower state, HWM, ISR proposals,
+acks=all completion, producer-state checks.
+
+Why its own module: Partition.scala is where Kafka decides when a write is acknowledged and
+when the ISR may change, so every such rule is found here under the Kafka method it mirrors; the
+map of partitions and the requests that reach them are the replica manager's
+(``replica_manager.py``), the AlterPartition channel the AlterPartitionManager's
+(``alter_partition.py``), the follower's fetching the fetcher's (``fetcher.py``).
 
 What it models (seed 003):
 - §2.2.2 the leader keeps per-follower state (fetch offset = follower LEO, broker epoch from
@@ -63,7 +70,7 @@ KEEP_PENDING_NO_RETRY = frozenset({
 ROLL_BACK = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
 
 
-class Replica:
+class Partition:
     def __init__(self, broker: Any, topic: str, partition: int, log: PartitionLog):
         self.b = broker
         self.topic, self.partition, self.log = topic, partition, log
@@ -127,9 +134,7 @@ class Replica:
     def _clear_pending(self) -> None:
         """Back to a committed state; an unsent request for the old proposal is dropped."""
         if self.pending is not None:
-            q = self.b.alter_queue
-            if q.get((self.topic, self.partition)) is self.pending:
-                del q[(self.topic, self.partition)]
+            self.b.alter_partition_manager.withdraw(self, self.pending)
         self.pending = None
         self.maximal_isr = list(self.isr)
 
@@ -155,7 +160,7 @@ class Replica:
                 self._become_follower(ps)
         else:
             if self.role != "none":
-                self._stop("no leader" if ps.leader == NO_LEADER else "not a replica")
+                self.stop("no leader" if ps.leader == NO_LEADER else "not a replica")
             self.leader, self.leader_epoch = ps.leader, ps.leader_epoch
         self.note_isr()
         self.maybe_advance_hwm()
@@ -164,7 +169,7 @@ class Replica:
     def _become_leader(self, ps: PartitionState) -> None:
         """Seed 003 §2.10.1/§2.10.3: clear follower state, set the LESO, maybe advance the HWM."""
         self.fail_waiters(ErrorCode.not_leader_or_follower)
-        self.b.fetchers_remove(self)
+        self.b.fetcher_manager.remove(self)
         self.role, self.leader, self.leader_epoch = "leader", ps.leader, ps.leader_epoch
         self._clear_pending()
         leo = self.log.log_end_offset
@@ -178,7 +183,7 @@ class Replica:
         self._emit_became_leader()
         if self.leader_recovery_state != RECOVERED:
             # KIP-704: nothing to abort (no transactions); recovery done, tell the controller.
-            self.b.alter_partition(self, [self.b.node_id], recovered=True)
+            self.b.alter_partition_manager.submit(self, [self.b.node_id], recovered=True)
 
     def _emit_became_leader(self) -> None:
         """What the new leader holds, as it takes over (seed 004, "Tracking Local Log State").
@@ -225,11 +230,13 @@ class Replica:
         self.followers = {}
         self.tier_start_checked = False
         self._clear_pending()
-        self.b.fetchers_add(self)
+        self.b.fetcher_manager.add(self)
 
-    def _stop(self, why: str) -> None:
+    def stop(self, why: str) -> None:
+        """Neither leader nor follower any more (ReplicaManager.stopPartitions for this partition,
+        the log kept): no fetcher, waiting writes failed, no pending ISR change."""
         self.fail_waiters(ErrorCode.not_leader_or_follower)
-        self.b.fetchers_remove(self)
+        self.b.fetcher_manager.remove(self)
         self.role = "none"
         self.followers = {}
         self._clear_pending()
@@ -287,7 +294,7 @@ class Replica:
         if not self.waiters:
             return
         keep = []
-        leader = self.role == "leader" and not self.b.self_fenced
+        leader = self.role == "leader" and not self.b.lifecycle.self_fenced
         enough = len(self.maximal_isr) >= self.effective_min_isr
         hwm = self.hwm
         for last, fut in self.waiters:
@@ -318,7 +325,7 @@ class Replica:
         (KAFKA-15583, gate ``hwm_requires_min_isr``) it does not move at all while
         ``isUnderMinIsr`` — with or without ELR. A replica whose LEO is unknown holds it.
         """
-        if self.role != "leader" or self.b.self_fenced:
+        if self.role != "leader" or self.b.lifecycle.self_fenced:
             return
         if self.b.features.hwm_requires_min_isr and len(self.isr) < self.effective_min_isr:
             return
@@ -379,20 +386,20 @@ class Replica:
             return
         if not self._isr_eligible(rid, fs):
             return  # KIP-841 / KIP-903
-        self.b.alter_partition(self, self.isr + [rid])
+        self.b.alter_partition_manager.submit(self, self.isr + [rid])
 
     def maybe_shrink_isr(self) -> None:
         """Partition.scala, maybeShrinkIsr / getOutOfSyncReplicas: ISR members that are not
         caught up (``Replica.isCaughtUp``: neither at the leader's LEO nor caught up within
         replica.lag.time.max.ms)."""
-        if self.role != "leader" or self.alter_inflight or self.b.self_fenced:
+        if self.role != "leader" or self.alter_inflight or self.b.lifecycle.self_fenced:
             return
         now = time.monotonic()
         leo = self.log.log_end_offset
         out = [r for r in self.isr if r != self.b.node_id
                and not self._is_caught_up(self.followers.get(r) or FollowerState(), leo, now)]
         if out:
-            self.b.alter_partition(self, [r for r in self.isr if r not in out])
+            self.b.alter_partition_manager.submit(self, [r for r in self.isr if r not in out])
 
     def on_alter_result(self, item: PendingChange, code: ErrorCode, resp: Any | None) -> None:
         """The controller's answer to ``item``; ignored when the partition moved on meanwhile
@@ -421,7 +428,7 @@ class Replica:
         elif code in KEEP_PENDING_NO_RETRY:
             return  # maximal ISR kept: Kafka cannot know whether the change was applied
         else:
-            self.b.resubmit_alter_partition(self, item)  # "unexpected error, retrying"
+            self.b.alter_partition_manager.resubmit(self, item)  # "unexpected error, retrying"
             return
         self.maybe_advance_hwm()
         self.check_waiters()

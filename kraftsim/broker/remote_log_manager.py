@@ -1,8 +1,10 @@
-"""Broker side of tiered storage (KIP-405), KIP-1023 and seed 004's local-log report.
+"""Broker side of tiered storage (KIP-405), KIP-1023 and seed 004's local-log report, as Kafka's
+RemoteLogManager.java (with the UnifiedLog and ReplicaManager hooks that use it).
 
 Why a module of its own: the broker's replica manager only asks "is this topic tiered?", "copy
 and retain now", "where does this partition's log start?"; the rules live here, each after the
-Kafka method it mirrors:
+Kafka method it mirrors, and so do the periodic tasks that apply them (``run``: Kafka's
+RemoteLogManager schedules its own copy tasks, LogManager its retention task):
 - copy task (RemoteLogManager.RLMCopyTask.copyLogSegmentsToRemote / candidateLogSegments): the
   leader copies closed segments, from the highest tiered offset + 1, whose next segment starts at
   or below the last stable offset (kraftsim has no transactions: LSO = HWM); never the active one;
@@ -23,12 +25,15 @@ Kafka method it mirrors:
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from typing import Any
 
 from kraftsim.storage import records as rec
 from kraftsim.storage.log import OffsetOutOfRange
 from kraftsim.storage.remote import RemoteLogStorage
+from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Client
 
 #: ListOffsetsRequest timestamps (clients/.../ListOffsetsRequest.java; -6 from KIP-1023)
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -54,6 +59,8 @@ class RemoteLogManager:
         self.follower_from_tiered = bool(v.get("follower.fetch.last.tiered.offset.enable"))
         self.task_s = int(v.get("remote.log.manager.task.interval.ms") or 1000) / 1000
         self.retention_s = int(v.get("log.retention.check.interval.ms") or 1000) / 1000
+        #: seed 004: (topic, partition) -> the local-log report last sent to the controller
+        self.local_log_sent: dict[tuple[str, int], tuple] = {}
 
     # ------------------------------------------------------------------ configuration
 
@@ -152,7 +159,7 @@ class RemoteLogManager:
 
     def copy(self, r: Any) -> int:
         """RLMCopyTask.copyLogSegmentsToRemote on the leader; returns segments copied."""
-        if r.role != "leader" or not self.enabled(r.topic) or self.b.self_fenced:
+        if r.role != "leader" or not self.enabled(r.topic) or self.b.lifecycle.self_fenced:
             return 0
         assert self.storage is not None
         copied = self.highest_offset(r)
@@ -202,13 +209,88 @@ class RemoteLogManager:
             self.b.logs.checkpoint_log_start_offsets()
         return n
 
-    def tick(self) -> None:
-        for r in list(self.b.replicas.values()):
-            try:
-                self.copy(r)
-                self.retain(r)
-            except OSError as e:
-                self.b.ev.log(f"remote tier {r.topic}-{r.partition}: {e}")
+    async def run(self) -> None:
+        """RemoteLogManager's copy task (``remote.log.manager.task.interval.ms``), LogManager's
+        retention task (``log.retention.check.interval.ms``) with local retention, and seed
+        004's local-log reports."""
+        b = self.b
+        if self.storage is None and not self.seed004_configured():
+            return
+        last_copy = last_ret = 0.0
+        client = b.controller_client("local-log-report")
+        try:
+            while not b.stopping:
+                await asyncio.sleep(min(self.task_s, self.retention_s))
+                if not b.metadata.published or b.lifecycle.self_fenced:
+                    continue
+                now = time.monotonic()
+                copy, ret = now - last_copy >= self.task_s, now - last_ret >= self.retention_s
+                for r in list(b.replica_manager.partitions.values()):
+                    try:
+                        if copy:
+                            self.copy(r)
+                        if ret:
+                            self.retain(r)
+                    except OSError as e:
+                        b.ev.log(f"remote tier {r.topic}-{r.partition}: {e}")
+                last_copy = now if copy else last_copy
+                last_ret = now if ret else last_ret
+                await self.send_local_log_reports(client)
+        finally:
+            client.close()
+
+    # ------------------------------------------------------------------ seed 004: reports to the controller
+
+    def seed004_configured(self, topic: str | None = None) -> bool:
+        """Seed 004's preference is on when either threshold is > 0 (topic config over broker)."""
+        for k in ("leader.election.eligible.local.log.ms", "leader.election.eligible.local.log.bytes"):
+            t = self.b.image.topics.get(topic) if topic else None
+            v = t.configs[k] if t is not None and k in t.configs else self.b.cfg.values.get(k)
+            if v is not None and int(v) > 0:
+                return True
+        return False
+
+    async def send_local_log_reports(self, client: Client) -> None:
+        """Seed 004, "Leader aggregates and reports": for each partition it leads, the local log
+        start timestamp and size of every ISR member, sent when they changed.
+
+        The seed puts them in AlterPartition's NewIsrWithEpochs; kio's AlterPartition has no such
+        fields (and kio, like the faultline proxy, refuses unknown tagged fields), so kraftsim
+        sends them beside it as a private request (kraftsim/wire.py PRIVATE_LOCAL_LOG_REPORT,
+        JSON) on its own connection, checked by the controller against the leader's broker
+        epoch and leader epoch as AlterPartition is. Reports go at most once per
+        ``remote.log.manager.task.interval.ms`` (the seed sends on every change).
+        """
+        b = self.b
+        parts = []
+        sent: dict[tuple[str, int], tuple] = {}
+        for key, r in list(b.replica_manager.partitions.items()):
+            if r.role != "leader" or not self.seed004_configured(r.topic):
+                continue
+            members = []
+            for bid in r.isr:
+                st = r.local_log_state(bid)
+                if st is not None:
+                    members.append({"broker": bid, "local_log_start_timestamp": st[0], "local_log_size_bytes": st[1]})
+            snap = (r.leader_epoch, tuple((m["broker"], m["local_log_start_timestamp"], m["local_log_size_bytes"])
+                                          for m in members))
+            if not members or self.local_log_sent.get(key) == snap:
+                continue
+            parts.append({"topic": r.topic, "partition": r.partition, "leader_epoch": r.leader_epoch,
+                          "replicas": members})
+            sent[key] = snap
+        if not parts:
+            return
+        body = json.dumps({"broker_id": b.node_id, "broker_epoch": b.lifecycle.broker_epoch,
+                           "partitions": parts}).encode()
+        try:
+            resp = json.loads(await client.request_private(PRIVATE_LOCAL_LOG_REPORT, body, timeout=5))
+        except (OSError, asyncio.TimeoutError, ConnectionError, ValueError):
+            return  # sent again next time: nothing is marked as reported
+        if resp.get("error"):
+            b.ev.log(f"local log report refused: {resp['error']}")
+            return
+        self.local_log_sent.update(sent)
 
     # ------------------------------------------------------------------ follower bootstrap
 

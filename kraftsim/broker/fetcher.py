@@ -1,0 +1,214 @@
+"""Follower replication, as Kafka's ReplicaFetcherManager.scala and ReplicaFetcherThread.scala
+(with AbstractFetcherThread.scala, LeaderEndPoint and TierStateMachine.java).
+
+Why its own module: the follower's side of replication is where acknowledged writes are lost
+by truncation, so its rules - fetch with the current leader epoch and the last fetched epoch,
+truncate on a diverging epoch or to the leader's end on OFFSET_OUT_OF_RANGE, take the leader's
+HWM as sent, start past the tier on OFFSET_MOVED_TO_TIERED_STORAGE or (KIP-1023) an empty log -
+sit together under the Kafka names that hold them. One thread (an asyncio task) per leader
+broker, as ReplicaFetcherManager keeps one fetcher per source broker; its partitions are added
+and removed as the partitions become followers or stop following (``partition.py``).
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from kraftsim.broker.partition import Partition
+from kraftsim.broker.replica_manager import MAX_PARTITION_BYTES
+from kraftsim.wire import Client, build
+
+FETCH_VERSION = 15
+
+
+class ReplicaFetcherManager:
+    """ReplicaFetcherManager / AbstractFetcherManager: which partitions follow which leader."""
+
+    def __init__(self, broker: Any) -> None:
+        self.b = broker
+        #: leader broker id -> its fetcher task
+        self.threads: dict[int, asyncio.Task] = {}
+        #: leader broker id -> the partitions fetched from it
+        self.fetch_sets: dict[int, set[tuple[str, int]]] = {}
+
+    def add(self, r: Partition) -> None:
+        """addFetcherForPartitions: follow ``r.leader``, starting its fetcher if none runs."""
+        self.remove(r)
+        s = self.fetch_sets.setdefault(r.leader, set())
+        s.add((r.topic, r.partition))
+        t = self.threads.get(r.leader)
+        if t is None or t.done():
+            leader = r.leader
+            self.threads[leader] = asyncio.ensure_future(
+                self.b.supervise(lambda: ReplicaFetcherThread(self.b, leader).run(), "fetcher"))
+
+    def remove(self, r: Partition) -> None:
+        """removeFetcherForPartitions: a fetcher left without partitions ends by itself."""
+        for s in self.fetch_sets.values():
+            s.discard((r.topic, r.partition))
+
+    def shutdown(self) -> None:
+        """closeAllFetchers."""
+        for t in self.threads.values():
+            t.cancel()
+
+
+class ReplicaFetcherThread:
+    """Pull-based replication from one leader broker (seed 003 §2.2)."""
+
+    def __init__(self, broker: Any, leader: int) -> None:
+        self.b = broker
+        self.leader = leader
+        self.client: Client | None = None
+
+    async def run(self) -> None:
+        b, leader = self.b, self.leader
+        partitions = b.replica_manager.partitions
+        fetch_sets = b.fetcher_manager.fetch_sets
+        cls = load_request_schema(1, FETCH_VERSION)
+        while not b.stopping:
+            keys = [k for k in fetch_sets.get(leader, set())
+                    if k in partitions and partitions[k].role == "follower" and partitions[k].leader == leader]
+            if not keys:
+                await asyncio.sleep(0.05)
+                if not fetch_sets.get(leader):
+                    break
+                continue
+            reg = b.image.brokers.get(leader)
+            if reg is None:
+                await asyncio.sleep(0.1)
+                continue
+            client = self.client
+            if client is None or (client.host, client.port) != (reg.host, reg.port):
+                if client:
+                    client.close()
+                client = self.client = Client(reg.host, reg.port, f"kraftsim-replica-{b.node_id}", local_host=b.host)
+            for k in keys:
+                if not partitions[k].tier_start_checked:
+                    await self.maybe_start_from_tiered_offset(partitions[k])
+            by_topic: dict[str, list[dict]] = {}
+            for k in keys:
+                r = partitions[k]
+                t = b.image.topics.get(k[0])
+                if t is None:
+                    continue
+                by_topic.setdefault(t.topic_id, []).append({
+                    "partition": k[1], "current_leader_epoch": r.leader_epoch, "fetch_offset": r.log.log_end_offset,
+                    "last_fetched_epoch": r.log.latest_epoch, "log_start_offset": r.log.log_start_offset,
+                    "partition_max_bytes": MAX_PARTITION_BYTES})
+            req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": b.lifecycle.broker_epoch},
+                              "max_wait": 500, "min_bytes": 1, "max_bytes": 16 * 1024 * 1024, "isolation_level": 0,
+                              "session_id": 0, "session_epoch": -1,
+                              "topics": [{"topic_id": uuid.UUID(tid), "partitions": ps} for tid, ps in by_topic.items()]})
+            try:
+                resp = await client.request(req, timeout=5)
+            except (OSError, asyncio.TimeoutError, ConnectionError):
+                await asyncio.sleep(0.2)
+                continue
+            backoff = False
+            for td in resp.responses:
+                tname = b.image.topic_ids.get(str(td.topic_id))
+                for pd in td.partitions:
+                    r = partitions.get((tname, int(pd.partition_index))) if tname else None
+                    if r is None or r.role != "follower" or r.leader != leader:
+                        continue
+                    backoff |= await self.handle_partition_response(r, pd)
+            if backoff:
+                await asyncio.sleep(0.1)
+        if self.client:
+            self.client.close()
+
+    async def handle_partition_response(self, r: Partition, pd: Any) -> bool:
+        """One partition of a Fetch response (AbstractFetcherThread.processFetchRequest): the
+        error branches, truncation on a diverging epoch, else append and take the leader's HWM
+        (ReplicaFetcherThread.processPartitionData). True: back off before the next fetch."""
+        b = self.b
+        code = pd.error_code
+        if code is ErrorCode.offset_out_of_range:
+            await self.truncate_to_leader_end(r)
+            return False
+        if code is ErrorCode.offset_moved_to_tiered_storage:
+            # TierStateMachine.start: the leader's local log start (EARLIEST_LOCAL_TIMESTAMP), then
+            # buildRemoteLogAuxState: start just past the tiered segment below it
+            off = await self.list_offset(r, -4)
+            if off is None or b.rlm.storage is None:
+                return True
+            if not b.rlm.bootstrap_at(r, off, reason="offset_moved_to_tiered_storage"):
+                return True
+            b.ev.emit("follower_tiered_start", topic=r.topic, partition=r.partition, broker=b.node_id,
+                      leader=r.leader, fetch_offset=r.log.log_end_offset, reason="offset_moved_to_tiered_storage")
+            return False
+        if code is not ErrorCode.none:
+            return True
+        div = pd.diverging_epoch
+        if int(div.epoch) >= 0 and int(div.end_offset) >= 0:  # Kafka's FetchResponse.isDivergingEpoch
+            fe, fo = r.log.end_offset_for_epoch(int(div.epoch))
+            target = min(int(div.end_offset), fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
+            if target < r.log.log_end_offset:
+                r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
+                r.hwm = min(r.hwm, r.log.log_end_offset)
+            return False
+        if pd.records:
+            try:
+                r.log.append_as_follower(bytes(pd.records))
+            except Exception as e:
+                b.ev.log(f"follower append {r.topic}-{r.partition} failed: {e}")
+                return True
+        # ReplicaFetcherThread.processPartitionData → UnifiedLog.maybeUpdateHighWatermark →
+        # updateHighWatermark: the leader's HWM as sent, bounded by log start and end offsets (it
+        # may go down; only the leader's maybeIncrementHighWatermark is monotonic).
+        r.hwm = max(min(int(pd.high_watermark), r.log.log_end_offset), r.log.log_start_offset)
+        return False
+
+    async def truncate_to_leader_end(self, r: Partition) -> None:
+        """OFFSET_OUT_OF_RANGE (AbstractFetcherThread.handleOffsetOutOfRange): ListOffsets v7
+        LATEST to the leader, truncate to its log end when ours is longer."""
+        assert self.client is not None
+        cls = load_request_schema(2, 7)
+        req = build(cls, {"replica_id": self.b.node_id, "isolation_level": 0, "topics": [
+            {"name": r.topic, "partitions": [{"partition_index": r.partition, "current_leader_epoch": r.leader_epoch,
+                                              "timestamp": -1}]}]})
+        try:
+            resp = await self.client.request(req, timeout=5)
+        except (OSError, asyncio.TimeoutError, ConnectionError):
+            return
+        p = resp.topics[0].partitions[0]
+        if p.error_code is ErrorCode.none and int(p.offset) < r.log.log_end_offset:
+            r.log.truncate_to(max(int(p.offset), r.log.log_start_offset), reason="offset_out_of_range")
+            r.hwm = min(r.hwm, r.log.log_end_offset)
+
+    async def list_offset(self, r: Partition, ts: int) -> int | None:
+        """ListOffsets v9 to the leader for one special timestamp (LeaderEndPoint.fetchEarliestLocalOffset,
+        fetchLatestOffset, the KIP-1023 tiered offset); None when it fails."""
+        assert self.client is not None
+        cls = load_request_schema(2, 9)
+        req = build(cls, {"replica_id": self.b.node_id, "isolation_level": 0, "topics": [
+            {"name": r.topic, "partitions": [{"partition_index": r.partition, "current_leader_epoch": r.leader_epoch,
+                                              "timestamp": ts}]}]})
+        try:
+            resp = await self.client.request(req, timeout=5)
+        except (OSError, asyncio.TimeoutError, ConnectionError):
+            return None
+        p = resp.topics[0].partitions[0]
+        return int(p.offset) if p.error_code is ErrorCode.none else None
+
+    async def maybe_start_from_tiered_offset(self, r: Partition) -> None:
+        """KIP-1023: an empty follower of a tiered topic starts at the leader's last tiered
+        offset + 1 (ReplicaFetcherThread.shouldFetchFromLastTieredOffset)."""
+        b = self.b
+        r.tier_start_checked = True
+        if not (b.rlm.follower_from_tiered and b.rlm.enabled(r.topic) and r.log.log_end_offset == 0):
+            return
+        leader_leo = await self.list_offset(r, -1)
+        if leader_leo is None or not b.rlm.should_fetch_from_last_tiered_offset(r, leader_leo):
+            return
+        tiered = await self.list_offset(r, -5)  # LATEST_TIERED_TIMESTAMP (KIP-1005)
+        if tiered is None or tiered < 0:
+            return  # nothing tiered yet: fetch from 0 as before
+        if b.rlm.bootstrap_at(r, tiered + 1, reason="kip1023_last_tiered_offset"):
+            b.ev.emit("follower_tiered_start", topic=r.topic, partition=r.partition, broker=b.node_id,
+                      leader=r.leader, fetch_offset=r.log.log_end_offset, reason="last_tiered_offset")

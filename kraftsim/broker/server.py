@@ -1,0 +1,152 @@
+"""The kraftsim broker process: its parts, built and started as Kafka's BrokerServer does.
+
+Channels to the controller, each its own TCP connection as in Kafka (so a proxy can delay
+one without the others): lifecycle (BrokerRegistration 62 + BrokerHeartbeat 63,
+``lifecycle.py``), alter-partition (AlterPartition 56, ``alter_partition.py``), metadata (Fetch of
+``__cluster_metadata``, ``metadata_publisher.py``), plus a forwarding connection for CreateTopics
+and DescribeQuorum (``apis.py``).
+
+Start-up (Kafka's ``BrokerServer.startup`` with ``BrokerLifecycleManager``): a broker replays
+its local metadata copy, but hands partitions to its replica manager (lead, follow, truncate)
+only once the controller has accepted this incarnation's registration and a heartbeat said it
+caught up with the metadata log to its registration record (``initialCatchUpFuture``); it then
+asks to be unfenced, and processes client and replica requests only once unfenced
+(``initialUnfenceFuture`` → ``SocketServer.enableRequestProcessing``).
+
+Why this object is small: it owns what every part reads (config, event log, log manager, the
+wake-up of long-polling fetches, channels to the controller) and the order of startup and
+shutdown; each rule lives in the part named after the Kafka class that holds it.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from kio.schema.errors import ErrorCode
+
+from kraftsim.broker.alter_partition import AlterPartitionManager
+from kraftsim.broker.apis import BROKER_APIS, KafkaApis
+from kraftsim.broker.fetcher import ReplicaFetcherManager
+from kraftsim.broker.lifecycle import BrokerLifecycleManager
+from kraftsim.broker.metadata_publisher import BrokerMetadataPublisher
+from kraftsim.broker.remote_log_manager import RemoteLogManager
+from kraftsim.broker.replica_manager import ReplicaManager
+from kraftsim.config import Config
+from kraftsim.events import EventLog
+from kraftsim.metadata import MetadataImage
+from kraftsim.raft.controller_channel import ControllerLocator, QuorumClient
+from kraftsim.storage.manager import LogManager
+from kraftsim.wire import Server
+
+
+class BrokerServer:
+    def __init__(self, cfg: Config, events: EventLog):
+        self.cfg = cfg
+        self.ev = events
+        self.node_id = int(cfg["node.id"])
+        _, self.host, self.port = cfg["listeners"]
+        adv = cfg["advertised.listeners"]
+        self.adv_host, self.adv_port = (adv[1], adv[2]) if adv else (self.host, self.port)
+        if self.adv_host in ("0.0.0.0", ""):
+            self.adv_host = "127.0.0.1"
+        self.ctl_locator = ControllerLocator.from_config(cfg)
+        self.lag_s = int(cfg["replica.lag.time.max.ms"]) / 1000
+        self.features = cfg.features  # derived once: the partitions' hot paths read it
+        self.logs = LogManager(cfg["log.dirs"], node_id=self.node_id, cluster_id=cfg["cluster.id"],
+                               on_event=lambda name, f: self.ev.emit(name, **f),
+                               flush_interval_messages=cfg["log.flush.interval.messages"],
+                               segment_bytes=int(cfg["log.segment.bytes"]))
+        mdir = Path(cfg["metadata.log.dir"]) if cfg["metadata.log.dir"] else Path(cfg["log.dirs"][0]) / "kraftsim-metadata"
+        self.stopping = False
+        self.wake = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.server: Server | None = None
+        self.metadata = BrokerMetadataPublisher(self, mdir / "metadata.jsonl")
+        self.lifecycle = BrokerLifecycleManager(self)
+        self.replica_manager = ReplicaManager(self)
+        self.alter_partition_manager = AlterPartitionManager(self)
+        self.fetcher_manager = ReplicaFetcherManager(self)
+        self.rlm = RemoteLogManager(self)  # KIP-405 remote tier, KIP-1023, seed 004 reports
+        self.apis = KafkaApis(self)
+
+    # ------------------------------------------------------------------ shared by the parts
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata image as this broker has replayed it (owned by the metadata publisher,
+        which replaces it when the controller's log was rebuilt)."""
+        return self.metadata.image
+
+    def notify(self) -> None:
+        """Something a long-polling fetch or a waiting request may be waiting for happened."""
+        self.wake.set()
+        self.wake = asyncio.Event()
+
+    async def wait_wake(self, timeout: float) -> None:
+        w = self.wake
+        try:
+            await asyncio.wait_for(w.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def topic_min_isr(self, topic: str) -> int:
+        t = self.image.topics.get(topic)
+        if t and "min.insync.replicas" in t.configs:
+            return int(t.configs["min.insync.replicas"])
+        return int(self.cfg["min.insync.replicas"])
+
+    def controller_client(self, name: str) -> QuorumClient:
+        """One channel to the active controller (NodeToControllerChannelManager): it follows
+        NOT_CONTROLLER and leader hints among ``controller.quorum.voters`` (kraftsim/raft/)."""
+        return QuorumClient(self.ctl_locator, f"kraftsim-broker-{self.node_id}-{name}", local_host=self.host)
+
+    async def supervise(self, loop_fn: Callable[[], Awaitable[None]], name: str) -> None:
+        """Keep a channel loop alive: an unexpected error is logged once and the loop restarts
+        (a broker whose heartbeat task died would be fenced forever without saying why)."""
+        while not self.stopping:
+            try:
+                await loop_fn()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                if self.stopping:
+                    return
+                self.ev.log(f"{name} failed, restarting it: {type(e).__name__}: {e}")
+                await asyncio.sleep(0.5)
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """BrokerServer.startup: logs, then the local metadata copy, then the socket server (gated
+        until unfenced), then the channels and periodic tasks."""
+        self.logs.load()
+        for log in self.logs.logs().values():
+            # UnifiedLog.loadProducerState runs while the logs load, before the broker registers:
+            # never later on the event loop, where a long log would stall every channel.
+            log.producer_state()
+        self.replica_manager.load_high_watermarks()
+        self.metadata.load()
+        self.server = Server(BROKER_APIS, self.apis.handlers(), on_error=self.ev.log)
+        self.server.gate = self.lifecycle.serving
+        await self.server.start(self.host, self.port)
+        self.tasks = [asyncio.ensure_future(self.supervise(f, name)) for f, name in (
+            (self.lifecycle.run, "lifecycle_loop"), (self.metadata.run, "metadata_loop"),
+            (self.alter_partition_manager.run, "alter_loop"), (self.replica_manager.run, "leader_loop"),
+            (self.rlm.run, "remote_loop"))]
+        await stop.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Clean shutdown: controlled shutdown, then flush, checkpoints and the clean marker."""
+        await self.lifecycle.controlled_shutdown()
+        self.stopping = True
+        for t in self.tasks:
+            t.cancel()
+        self.fetcher_manager.shutdown()
+        if self.server:
+            self.server.close()
+        self.replica_manager.fail_all_waiters(ErrorCode.not_leader_or_follower)
+        self.logs.shutdown(self.lifecycle.broker_epoch, self.replica_manager.hwm_snapshot())
+        self.metadata.close()
