@@ -152,10 +152,11 @@ class SshLab:
                 self.crash(name)
             except Exception:
                 pass
-        if self.lab is not None:
-            self.lab.down()
-        self._del_veths()
-        self._remove_users()
+        try:
+            if self.lab is not None:
+                self.lab.down()
+        finally:
+            self._remove_users()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
