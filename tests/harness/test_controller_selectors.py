@@ -19,7 +19,8 @@ from groundwork.timeline import Timeline
 from harness.cluster import Cluster
 from harness.inventory import load_inventory
 from nemeses.base import NemesisContext
-from nemeses.schedule import ScheduleError, ScheduleRunner, parse_schedule
+from nemeses.schedule import parse_schedule
+from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 
 
 class EventView:
