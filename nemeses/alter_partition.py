@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groundwork.config import Checker
+from groundwork.config import Validator
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
 from groundwork.transport.local import LocalTransport
@@ -385,8 +385,8 @@ class AlterPartitionDelay(Nemesis):
 
 
 # ---- schedule conditions: `until: {alter-partition-held: NAME}` / `{alter-partition-released: NAME}`
-def _check_name(checker: Checker, value: Any, path: str) -> None:
-    checker.string(value, path)
+def _check_name(validator: Validator, value: Any, path: str) -> None:
+    validator.string(value, path)
 
 
 def _held(faults: FaultsView, name: Any) -> bool:

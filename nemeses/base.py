@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
 
-from groundwork.config import Checker
+from groundwork.config import Validator
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from groundwork.transport.base import Transport
@@ -130,8 +130,8 @@ class FaultsView(Protocol):
         """The nemesis and record of the fault applied as ``name``, or None when none is now."""
 
 
-#: check_args(checker, value, path) validates a condition's argument when the campaign loads
-ConditionCheck = Callable[[Checker, Any, str], None]
+#: check_args(validator, value, path) validates a condition's argument when the campaign loads
+ConditionCheck = Callable[[Validator, Any, str], None]
 #: test(faults, value) -> bool, polled while an ``until`` step waits
 ConditionTest = Callable[[FaultsView, Any], bool]
 

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from groundwork.config import Checker, ConfigError, join
+from groundwork.config import ConfigError, Validator, join
 from nemeses.base import CONDITIONS, REGISTRY
 from nemeses.catalog import load_nemeses
 
@@ -103,7 +103,7 @@ class Schedule:
         return []
 
 
-def check_selector(c: Checker, v: Any, path: str, *, partitions: int, host_names: set[str] | None,
+def check_selector(c: Validator, v: Any, path: str, *, partitions: int, host_names: set[str] | None,
                    embedded_brokers: int | None, names: set[str] | None = None) -> str:
     s = c.string(v, path)
     if s in SIMPLE_SELECTORS:
@@ -130,14 +130,14 @@ def check_selector(c: Checker, v: Any, path: str, *, partitions: int, host_names
     return s
 
 
-def _check_partition_cond(ctx_check: Callable[..., str], c: Checker, v: Any, path: str, partitions: int) -> None:
+def _check_partition_cond(ctx_check: Callable[..., str], c: Validator, v: Any, path: str, partitions: int) -> None:
     m = c.mapping(v, path, allow_none=False)
     c.keys(m, path, ["partition", "broker"], required=["partition", "broker"])
     c.integer(m["partition"], join(path, "partition"), min=0, max=partitions - 1)
     ctx_check(m["broker"], join(path, "broker"))
 
 
-def parse_schedule(c: Checker, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
+def parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
                    embedded_brokers: int | None) -> Schedule:
     sched = _parse_schedule(c, raw, path, partitions=partitions, host_names=host_names,
                             embedded_brokers=embedded_brokers)
@@ -146,7 +146,7 @@ def parse_schedule(c: Checker, raw: Any, path: str, *, partitions: int, host_nam
     return sched
 
 
-def _parse_schedule(c: Checker, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
+def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_names: set[str] | None,
                     embedded_brokers: int | None) -> Schedule:
     if raw is None:
         return Schedule("none")

@@ -19,7 +19,7 @@ import pytest
 
 from harness.cluster import Cluster
 from groundwork.clock import RunClock
-from groundwork.config import Checker
+from groundwork.config import Validator
 from harness.heal import heal_all
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger
@@ -70,7 +70,7 @@ def lab(tmp_path: Path):
 
 
 def make_runner(tmp: Path, inv_path: Path, cluster: Cluster, raw: dict, seed: int, tag: str) -> ScheduleRunner:
-    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
                            embedded_brokers=None)
     ctx = NemesisContext(nodes=dict(cluster.nodes), timeline=Timeline(tmp / f"timeline-{tag}.jsonl", RunClock()),
                          ledger=Ledger(tmp / "ledger.jsonl"), rng=random.Random(seed), inventory_path=str(inv_path))
@@ -196,5 +196,5 @@ def test_the_alter_partition_conditions_are_known_once_the_nemeses_load() -> Non
     raw = {"schedule": "targeted", "steps": [{"start": "alter-partition", "target": "broker-1", "as": "hold"},
                                              {"until": {"alter-partition-held": "hold"}},
                                              {"until": {"alter-partition-released": "hold"}}]}
-    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
     assert [s.kind for s in sched.steps] == ["start", "until", "until"]
