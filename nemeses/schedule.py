@@ -159,7 +159,9 @@ def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_
     def fault_name(v: Any, p: str) -> str:
         f = c.string(v, p)
         if f not in REGISTRY:
-            why = f" (module nemeses.{f} failed to import: {failures[f]})" if f in failures else ""
+            # a module that failed to import may be the one that registers f (a fault's name
+            # is not its module's: alter-partition, partition, kill), so name every failure
+            why = "".join(f" (module nemeses.{m} failed to import: {failures[m]})" for m in sorted(failures))
             raise c.fail(p, f"unknown fault {f!r}{why}; expected one of: {', '.join(known)}")
         return f
 

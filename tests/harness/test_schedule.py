@@ -19,13 +19,13 @@ import pytest
 
 from harness.cluster import Cluster
 from groundwork.clock import RunClock
-from groundwork.config import Validator
+from groundwork.config import ConfigError, Validator
 from harness.heal import heal_all
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger
 from groundwork.timeline import Timeline
 from groundwork.transport.local import kill_process_group
-from nemeses.base import CONDITIONS, NemesisContext, register_condition
+from nemeses.base import CONDITIONS, REGISTRY, NemesisContext, register_condition
 from nemeses.schedule import parse_schedule
 from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 from tests.harness.clirun import proc_state, read_jsonl, wait_for
@@ -198,3 +198,18 @@ def test_the_alter_partition_conditions_are_known_once_the_nemeses_load() -> Non
                                              {"until": {"alter-partition-released": "hold"}}]}
     sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
     assert [s.kind for s in sched.steps] == ["start", "until", "until"]
+
+
+def test_an_unknown_fault_names_the_nemesis_modules_that_failed_to_import(monkeypatch) -> None:
+    """A fault's name is not its module's (``partition`` lives in nemeses/network_partition.py),
+    so a fault missing because its module failed to import is explained by every failure."""
+    import nemeses.schedule as language
+    from nemeses.catalog import load_nemeses
+
+    assert load_nemeses() == {}
+    monkeypatch.delitem(REGISTRY, "partition")
+    monkeypatch.setattr(language, "load_nemeses", lambda: {"network_partition": "OSError: no iptables here"})
+    raw = {"schedule": "targeted", "steps": [{"start": "partition", "target": "broker-1"}]}
+    with pytest.raises(ConfigError, match=r"nemesis.steps\[0\].start: unknown fault 'partition' "
+                       r"\(module nemeses.network_partition failed to import: OSError: no iptables here\)"):
+        parse_schedule(Validator("c.yaml"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
