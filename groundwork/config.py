@@ -63,8 +63,9 @@ def type_name(v: Any) -> str:
             list: "a list", dict: "a mapping"}.get(type(v), type(v).__name__)
 
 
-class Checker:
-    """Small typed accessors that raise ConfigError with file and dotted path."""
+class Validator:
+    """Validates the values of one config file: small typed accessors that return the value
+    or raise ConfigError naming the file and the dotted path."""
 
     def __init__(self, file: str | os.PathLike[str] | None):
         self.file = file

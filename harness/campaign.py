@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from groundwork.config import Checker, ConfigError, join, load_yaml, parse_override, resolve_path
+from groundwork.config import ConfigError, Validator, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
 
@@ -117,7 +117,7 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
                   seed: int | None = None) -> Campaign:
     path = Path(file)
     doc = load_yaml(path, "campaign")
-    c = Checker(path)
+    c = Validator(path)
     if doc is None:
         raise c.fail("", "campaign is empty; expected a mapping (see docs/campaigns.md)")
     doc = c.mapping(doc, "", allow_none=False)

@@ -25,7 +25,7 @@ from groundwork.ledger import Ledger
 from groundwork.timeline import NullTimeline, Timeline
 from groundwork.transport.local import kill_process_group
 from nemeses.base import FaultRecord, NemesisContext, REGISTRY
-from nemeses.schedule import load_nemeses
+from nemeses.catalog import load_nemeses
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.kafkalog.log4j import parse_zone
-from groundwork.config import Checker, join, load_yaml
+from groundwork.config import Validator, join, load_yaml
 
 TRANSPORTS = ("local", "ssh", "docker")
 GROUPS = ("controllers", "brokers")
@@ -119,7 +119,7 @@ def _listener_hostport(listeners: str) -> tuple[str, int] | None:
 def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     path = Path(file)
     doc = load_yaml(path, "inventory")
-    c = Checker(path)
+    c = Validator(path)
     if doc is None:
         raise c.fail("", "inventory is empty; expected a mapping with key 'all'")
     top = c.mapping(doc, "", allow_none=False)
@@ -201,7 +201,7 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     return inv
 
 
-def _check_vars(c: Checker, m: dict[str, Any], path: str, allowed: set[str], ignore: set[str]) -> None:
+def _check_vars(c: Validator, m: dict[str, Any], path: str, allowed: set[str], ignore: set[str]) -> None:
     for k in m:
         if k in allowed or k in ignore:
             continue
@@ -214,11 +214,11 @@ def _check_vars(c: Checker, m: dict[str, Any], path: str, allowed: set[str], ign
         raise c.fail(join(path, k), "unknown var; if your lab needs it, list it in all.vars.faultline_ignore_vars")
 
 
-def _opt_str(c: Checker, m: dict[str, Any], key: str, path: str) -> str | None:
+def _opt_str(c: Validator, m: dict[str, Any], key: str, path: str) -> str | None:
     return c.string(m[key], join(path, key)) if m.get(key) is not None else None
 
 
-def _host(c: Checker, inv: Inventory, name: str, group: str, v: dict[str, Any], path: str) -> HostSpec:
+def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any], path: str) -> HostSpec:
     def p(key: str) -> str:
         return join(path, key)
 
@@ -273,14 +273,14 @@ def _host(c: Checker, inv: Inventory, name: str, group: str, v: dict[str, Any], 
     return spec
 
 
-def _log_files(c: Checker, v: Any, path: str) -> dict[str, str]:
+def _log_files(c: Validator, v: Any, path: str) -> dict[str, str]:
     """``kafka_log_files: {server: PATH, controller: PATH, state_change: PATH}`` (any subset)."""
     m = c.mapping(v, path)
     c.keys(m, path, list(KAFKA_LOG_FILES))
     return {k: c.string(x, join(path, k)) for k, x in m.items()}
 
 
-def _log_timezone(c: Checker, v: Any, path: str) -> str | None:
+def _log_timezone(c: Validator, v: Any, path: str) -> str | None:
     """The zone Kafka's log4j timestamps are in: +HHMM, +HH:MM, UTC or an IANA name."""
     if v is None:
         return None

@@ -36,7 +36,7 @@ from harness.inventory import load_inventory
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from nemeses.base import NemesisContext
-from nemeses.schedule import ScheduleError, ScheduleRunner
+from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 
 
 class Interrupted(BaseException):
@@ -288,8 +288,7 @@ class Runner:
                                     on_fault=lambda s: setattr(self.status, "fault", s))
         end = time.monotonic() + c.workload.duration
         self.sched.run(until_mono=end)
-        while not self.stop_event.is_set() and time.monotonic() < end:
-            self.sched._sleep(min(0.2, end - time.monotonic()))  # automatic stops still fire
+        self.sched.wait_until(end)  # automatic stops still fire
 
     def heal_faults(self) -> None:
         if self.sched is not None:

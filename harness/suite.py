@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundwork.config import Checker, ConfigError, load_yaml, parse_override, resolve_path
+from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
 
 SUITE_KEYS = ("name", "description", "defaults", "cells")
 CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors")
@@ -96,7 +96,7 @@ class SuiteSpec:
                    cells=[Cell(**c) for c in doc["cells"]])
 
 
-def _overrides(c: Checker, v: Any, path: str) -> list[str]:
+def _overrides(c: Validator, v: Any, path: str) -> list[str]:
     """``set:`` as a mapping ``{dotted.key: value}`` or a list of ``dotted.key=value``."""
     if v is None:
         return []
@@ -118,7 +118,7 @@ def _overrides(c: Checker, v: Any, path: str) -> list[str]:
     return items
 
 
-def _seeds(c: Checker, v: Any, path: str) -> list[int | None]:
+def _seeds(c: Validator, v: Any, path: str) -> list[int | None]:
     if v is None:
         return [None]
     vals = v if isinstance(v, list) else [v]
@@ -127,7 +127,7 @@ def _seeds(c: Checker, v: Any, path: str) -> list[int | None]:
     return [c.integer(s, f"{path}[{i}]" if isinstance(v, list) else path, min=0) for i, s in enumerate(vals)]
 
 
-def _inventories(c: Checker, v: Any, path: str, base: Path) -> list[str | None]:
+def _inventories(c: Validator, v: Any, path: str, base: Path) -> list[str | None]:
     if v is None:
         return [None]
     vals = c.str_list(v, path, min_len=1)
@@ -145,7 +145,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
     """Parse and validate a suite file; raise ConfigError (one line: file, field, want)."""
     path = Path(file)
     doc = load_yaml(path, "suite file")
-    c = Checker(path)
+    c = Validator(path)
     if doc is None:
         raise c.fail("", "suite file is empty; expected a mapping with cells (see docs/suites.md)")
     doc = c.mapping(doc, "", allow_none=False)
@@ -208,7 +208,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
     return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells)
 
 
-def _validate_cell(c: Checker, p: str, camp: Path, overrides: list[str], seed: int | None) -> None:
+def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed: int | None) -> None:
     from harness.campaign import load_campaign
 
     try:

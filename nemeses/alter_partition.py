@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from groundwork.config import Validator
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
 from groundwork.transport.local import LocalTransport
-from nemeses.base import FaultRecord, Nemesis, register
+from nemeses.base import FaultRecord, FaultsView, Nemesis, register, register_condition
 from nemeses.netfilter import add_raw, net_run, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -384,23 +385,19 @@ class AlterPartitionDelay(Nemesis):
 
 
 # ---- schedule conditions: `until: {alter-partition-held: NAME}` / `{alter-partition-released: NAME}`
-def _check_name(checker: Any, value: Any, path: str) -> None:
-    checker.string(value, path)
+def _check_name(validator: Validator, value: Any, path: str) -> None:
+    validator.string(value, path)
 
 
-def _held(runner: Any, name: Any) -> bool:
-    a = runner.active.get(str(name))
-    return bool(a and isinstance(a.nemesis, AlterPartitionDelay) and a.nemesis.is_held(a.record))
+def _held(faults: FaultsView, name: Any) -> bool:
+    got = faults.active_fault(str(name))
+    return bool(got and isinstance(got[0], AlterPartitionDelay) and got[0].is_held(got[1]))
 
 
-def _released(runner: Any, name: Any) -> bool:
-    a = runner.active.get(str(name))
-    return bool(a and isinstance(a.nemesis, AlterPartitionDelay) and a.nemesis.release_info(a.record))
+def _released(faults: FaultsView, name: Any) -> bool:
+    got = faults.active_fault(str(name))
+    return bool(got and isinstance(got[0], AlterPartitionDelay) and got[0].release_info(got[1]))
 
 
-try:
-    from nemeses.schedule import register_condition
-    register_condition("alter-partition-held", _check_name, _held)
-    register_condition("alter-partition-released", _check_name, _released)
-except ImportError:   # schedules are optional for using the nemesis directly
-    pass
+register_condition("alter-partition-held", _check_name, _held)
+register_condition("alter-partition-released", _check_name, _released)

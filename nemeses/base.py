@@ -13,8 +13,9 @@ from __future__ import annotations
 import abc
 import random
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Protocol
 
+from groundwork.config import Validator
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from groundwork.transport.base import Transport
@@ -119,3 +120,26 @@ REGISTRY: dict[str, type[Nemesis]] = {}
 def register(cls: type[Nemesis]) -> type[Nemesis]:
     REGISTRY[cls.name] = cls
     return cls
+
+
+class FaultsView(Protocol):
+    """What a schedule condition added by a nemesis module may read of a running schedule:
+    the faults it applied, by the name a step started them ``as``."""
+
+    def active_fault(self, name: str) -> tuple[Nemesis, FaultRecord] | None:
+        """The nemesis and record of the fault applied as ``name``, or None when none is now."""
+
+
+#: check_args(validator, value, path) validates a condition's argument when the campaign loads
+ConditionCheck = Callable[[Validator, Any, str], None]
+#: test(faults, value) -> bool, polled while an ``until`` step waits
+ConditionTest = Callable[[FaultsView, Any], bool]
+
+#: extra ``until:`` condition kinds nemesis modules add to the step language: name -> (check, test).
+#: Here, beside the fault registry, so that a nemesis module never imports the schedule modules
+#: (which load every nemesis module).
+CONDITIONS: dict[str, tuple[ConditionCheck, ConditionTest]] = {}
+
+
+def register_condition(name: str, check_args: ConditionCheck, test: ConditionTest) -> None:
+    CONDITIONS[name] = (check_args, test)

@@ -35,7 +35,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from groundwork.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
-from groundwork.transport.procs import alive_script as _alive_script
+from groundwork.transport.procs import alive_script as _alive_script, spawn_detached
 
 
 def engine(client: docker.DockerClient | None = None) -> docker.DockerClient:
@@ -192,17 +192,9 @@ class DockerTransport(Transport):
 
     def spawn(self, cmd: str | Sequence[str], *, log_path: str, sudo: bool = False,
               env: dict[str, str] | None = None) -> int:
-        """Start detached in the container (reparented to its init when the exec ends)."""
-        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        inner = "exec " + (f"env {envs} " if envs else "") + to_shell(cmd)
-        logq = shlex.quote(log_path)
-        script = (f"mkdir -p \"$(dirname {logq})\" && nohup setsid sh -c {shlex.quote(inner)} "
-                  f">>{logq} 2>&1 </dev/null & echo $!")
-        r = self.run(script, sudo=True, timeout=30)
-        pid = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-        if not r.ok or not pid.isdigit():
-            raise CommandFailed(r)
-        return int(pid)
+        """Start detached in the container (reparented to its init when the exec ends); always
+        as root, which the engine permits (``sudo`` is accepted for the interface)."""
+        return spawn_detached(self, cmd, log_path=log_path, sudo=True, env=env)
 
     # --- files ------------------------------------------------------------------------------
     def _put_bytes(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:

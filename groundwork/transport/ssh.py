@@ -29,7 +29,7 @@ import paramiko
 import tenacity
 
 from groundwork.transport.base import CommandFailed, CommandResult, Transport, TransportError, to_shell
-from groundwork.transport.procs import alive_script as _alive_script
+from groundwork.transport.procs import alive_script as _alive_script, spawn_detached
 
 #: errors worth retrying: the host is (still) down or rebooting
 _RETRYABLE = (OSError, EOFError, paramiko.ssh_exception.NoValidConnectionsError,
@@ -286,16 +286,7 @@ class SshTransport(Transport):
               env: dict[str, str] | None = None) -> int:
         """Start detached (``nohup setsid``: its own session, immune to the ssh channel
         closing) with output to ``log_path``; returns its pid on the host."""
-        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        inner = "exec " + (f"env {envs} " if envs else "") + to_shell(cmd)
-        logq = shlex.quote(log_path)
-        script = (f"mkdir -p \"$(dirname {logq})\" && nohup setsid sh -c {shlex.quote(inner)} "
-                  f">>{logq} 2>&1 </dev/null & echo $!")
-        r = self.run(script, sudo=sudo, timeout=30)
-        pid = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-        if not r.ok or not pid.isdigit():
-            raise CommandFailed(r)
-        return int(pid)
+        return spawn_detached(self, cmd, log_path=log_path, sudo=sudo, env=env)
 
     # --- files ------------------------------------------------------------------------------
     def _sftp(self) -> paramiko.SFTPClient:

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from groundwork.clock import RunClock
-from groundwork.config import Checker
+from groundwork.config import Validator
 from groundwork.ledger import Ledger
 from groundwork.timeline import Timeline
 from harness.cluster import Cluster
 from harness.inventory import load_inventory
 from nemeses.base import NemesisContext
-from nemeses.schedule import ScheduleError, ScheduleRunner, parse_schedule
+from nemeses.schedule import parse_schedule
+from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 
 
 class EventView:
@@ -47,7 +48,7 @@ def _runner(tmp_path: Path, view: EventView) -> tuple[ScheduleRunner, Cluster]:
     raw = {"schedule": "targeted", "steps": [{"start": "kill", "target": "active-controller"},
                                              {"start": "pause", "target": "controller-follower"},
                                              {"start": "partition", "target": "controllers-majority"}]}
-    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
                            embedded_brokers=None)
     ctx = NemesisContext(nodes=dict(cluster.nodes), timeline=Timeline(tmp_path / "t.jsonl", RunClock()),
                          ledger=Ledger(tmp_path / "ledger.jsonl"), rng=random.Random(1), inventory_path=str(inv))
@@ -74,7 +75,7 @@ def test_active_controller_follows_the_latest_election_and_its_resignation(tmp_p
 def test_embedded_campaign_accepts_controller_hosts_and_selectors() -> None:
     raw = {"schedule": "targeted", "steps": [{"start": "kill", "target": "controller-2"},
                                              {"start": "kill", "target": "active-controller"}]}
-    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
     assert [s.target for s in sched.steps if s.kind == "start"] == [["controller-2"], ["active-controller"]]
 
 

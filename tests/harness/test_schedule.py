@@ -19,14 +19,15 @@ import pytest
 
 from harness.cluster import Cluster
 from groundwork.clock import RunClock
-from groundwork.config import Checker
+from groundwork.config import ConfigError, Validator
 from harness.heal import heal_all
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger
 from groundwork.timeline import Timeline
 from groundwork.transport.local import kill_process_group
-from nemeses.base import NemesisContext
-from nemeses.schedule import ScheduleError, ScheduleRunner, parse_schedule
+from nemeses.base import CONDITIONS, REGISTRY, NemesisContext, register_condition
+from nemeses.schedule import parse_schedule
+from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 from tests.harness.clirun import proc_state, read_jsonl, wait_for
 
 
@@ -69,7 +70,7 @@ def lab(tmp_path: Path):
 
 
 def make_runner(tmp: Path, inv_path: Path, cluster: Cluster, raw: dict, seed: int, tag: str) -> ScheduleRunner:
-    sched = parse_schedule(Checker("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=set(cluster.nodes),
                            embedded_brokers=None)
     ctx = NemesisContext(nodes=dict(cluster.nodes), timeline=Timeline(tmp / f"timeline-{tag}.jsonl", RunClock()),
                          ledger=Ledger(tmp / "ledger.jsonl"), rng=random.Random(seed), inventory_path=str(inv_path))
@@ -120,7 +121,7 @@ def test_targeted_steps_select_pause_kill_and_conditions(lab) -> None:
         r.run_step(s)
     killed = r.names["k"][0]
     assert killed in ("broker-1", "broker-3")
-    r._sleep(0.6)  # the pause's automatic stop fires inside the schedule's sleeps
+    r.sleep(0.6)  # the pause's automatic stop fires inside the schedule's sleeps
     wait_for(lambda: proc_state(pid) == "S", 5, "SIGCONT to take effect")
     tl = read_jsonl(tmp / "timeline-t.jsonl")
     assert [(e["fault"], e["phase"]) for e in tl if e.get("kind") == "nemesis"] == [
@@ -156,3 +157,59 @@ def test_heal_from_ledger_in_a_fresh_context(lab) -> None:
     assert cluster.nodes["broker-1"].service_pids(), "the killed broker was restarted"
     wait_for(lambda: proc_state(paused) == "S", 5, "SIGCONT to take effect")
     assert ledger.open_entries() == []
+
+
+def test_a_condition_a_nemesis_module_registers_reads_the_faults_the_schedule_applied(lab) -> None:
+    """Nemesis modules register ``until:`` conditions beside the fault registry (nemeses.base),
+    and the interpreter hands them its applied faults by name, so a nemesis module needs no
+    import of the schedule modules (which load every nemesis module)."""
+    tmp, inv_path, cluster = lab
+    seen: list[str | None] = []
+
+    def applied(faults, name) -> bool:
+        got = faults.active_fault(str(name))
+        seen.append(got[1].fault if got else None)
+        return got is not None
+
+    register_condition("test-applied", lambda c, v, p: c.string(v, p), applied)
+    raw = {"schedule": "targeted", "steps": [
+        {"start": "pause", "target": "broker-1", "as": "p"},
+        {"until": {"test-applied": "p"}, "timeout": 2},
+        {"stop": "p"},
+        {"until": {"test-applied": "p"}, "timeout": 0.3},
+    ]}
+    try:
+        r = make_runner(tmp, inv_path, cluster, raw, 1, "c")
+        steps = r.schedule.steps
+        for s in steps[:3]:
+            r.run_step(s)
+        assert seen == ["pause"]
+        with pytest.raises(ScheduleError, match="not met within 0.3s"):
+            r.run_step(steps[3])
+        assert seen[-1] is None
+        assert r.heal_all() == []
+    finally:
+        CONDITIONS.pop("test-applied", None)
+
+
+def test_the_alter_partition_conditions_are_known_once_the_nemeses_load() -> None:
+    raw = {"schedule": "targeted", "steps": [{"start": "alter-partition", "target": "broker-1", "as": "hold"},
+                                             {"until": {"alter-partition-held": "hold"}},
+                                             {"until": {"alter-partition-released": "hold"}}]}
+    sched = parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+    assert [s.kind for s in sched.steps] == ["start", "until", "until"]
+
+
+def test_an_unknown_fault_names_the_nemesis_modules_that_failed_to_import(monkeypatch) -> None:
+    """A fault's name is not its module's (``partition`` lives in nemeses/network_partition.py),
+    so a fault missing because its module failed to import is explained by every failure."""
+    import nemeses.schedule as language
+    from nemeses.catalog import load_nemeses
+
+    assert load_nemeses() == {}
+    monkeypatch.delitem(REGISTRY, "partition")
+    monkeypatch.setattr(language, "load_nemeses", lambda: {"network_partition": "OSError: no iptables here"})
+    raw = {"schedule": "targeted", "steps": [{"start": "partition", "target": "broker-1"}]}
+    with pytest.raises(ConfigError, match=r"nemesis.steps\[0\].start: unknown fault 'partition' "
+                       r"\(module nemeses.network_partition failed to import: OSError: no iptables here\)"):
+        parse_schedule(Validator("c.yaml"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwork.config import Checker
+from groundwork.config import Validator
 from harness.shrink_ddmin import Exhausted, ddmin, simplify
 from harness.shrink_judge import attribution_mechanism, mechanisms, primary
 from harness.shrink_schedule import FaultStep, SourceRun, candidate_campaign, extract_steps, schedule_key, to_step_script
@@ -73,7 +73,7 @@ def test_step_script_is_valid_campaign_language(tmp_path: Path) -> None:
     assert script[0] == {"wait": 2.0}
     assert script[1] == {"start": "kill", "target": "leader-of:0", "as": "f1", "duration": 3.0}
     assert script[2] == {"wait": 5.5}
-    sched = parse_schedule(Checker(tmp_path / "c.yaml"), {"schedule": "targeted", "steps": script}, "nemesis",
+    sched = parse_schedule(Validator(tmp_path / "c.yaml"), {"schedule": "targeted", "steps": script}, "nemesis",
                            partitions=1, host_names=None, embedded_brokers=3)
     assert [s.kind for s in sched.steps] == ["wait", "start", "wait", "start", "wait", "start"]
     src = SourceRun(run_dir=tmp_path, run={"seed": 3},

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groundwork.transport.ssh import SshTransport
 from nemeses.netfilter import tagged_rules
-from nemeses.partition import Partition
+from nemeses.network_partition import NetworkPartition
 from nemeses.reboot import Reboot
 from tests.nemeses.kraftsim_cluster import wait_for
 from tests.nemeses.nodes import TestNode, make_ctx
@@ -175,7 +175,7 @@ def test_page_cache_loss_and_controller_cut_over_ssh(lab):
         wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
                           and e["wall"] >= t0], 30, "broker-1 back")
         # -- cut broker-1 from the controller: rules over SSH on s1 ------------------------
-        part_nem = Partition()
+        part_nem = NetworkPartition()
         part_nem.setup(ctx)
         t1 = time.time()
         prec = part_nem.start(["broker-1"], shape="controller")
@@ -294,7 +294,7 @@ def test_page_cache_loss_and_controller_cut_in_docker(docker_lab, tmp_path):
     wait_for(lambda: [e for e in events(cev) if e.get("event") == "broker_unfenced" and e.get("broker") == 1
                       and e["wall"] >= t0], 30, "broker-1 back")
     # -- cut from the controller: rules in the container's namespace, from the Docker host --
-    pn = Partition()
+    pn = NetworkPartition()
     pn.setup(ctx)
     t1 = time.time()
     prec = pn.start(["broker-1"], shape="controller")

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from nemeses.netfilter import tagged_rules
-from nemeses.partition import Partition
+from nemeses.network_partition import NetworkPartition
 from tests.nemeses.nodes import TestNode, make_ctx
 from tests.support.netlab import NetLab, cleanup_stale
 
@@ -112,7 +112,7 @@ def both(*pairs):
 def test_shape_cuts_exactly_the_intended_links_and_heal_restores(lab, shape, targets, params, cut):
     netlab, nodes, tmp = lab
     ctx = make_ctx(tmp / shape, nodes)
-    nem = Partition()
+    nem = NetworkPartition()
     nem.setup(ctx)
     assert reach(netlab, nodes, tmp, f"pre-{shape}")[0] == ALL
     rec = nem.start(targets, shape=shape, **params)
@@ -139,7 +139,7 @@ def test_heal_is_idempotent_and_leaves_foreign_rules(lab):
     b1 = nodes[1]
     b1.transport.run(["iptables", "-I", "INPUT", "-s", "10.250.99.99", "-j", "DROP"], check=True)
     try:
-        nem = Partition()
+        nem = NetworkPartition()
         nem.setup(make_ctx(tmp / "idem", nodes))
         rec = nem.start(["b1"], shape="isolate")
         assert tagged_rules(b1.transport, rec.id)
@@ -153,7 +153,7 @@ def test_heal_is_idempotent_and_leaves_foreign_rules(lab):
 
 def test_bad_shape_is_one_clear_line(lab):
     netlab, nodes, tmp = lab
-    nem = Partition()
+    nem = NetworkPartition()
     nem.setup(make_ctx(tmp / "bad", nodes))
     with pytest.raises(ValueError, match="shape must be one of"):
         nem.start(["b1"], shape="triangle")

@@ -13,6 +13,10 @@ both directions, then fails both ways, as on a real asymmetric link). The contro
 is applied on the broker's host only (OUTPUT to and INPUT from the controller, optionally
 only its port), so the controller host is never touched. Heal deletes exactly the tagged
 rules on every host it touched, and is idempotent.
+
+The module is named for what it cuts, the network (``checkers/partition.py`` is a Kafka topic
+partition); the fault keeps its campaign name ``partition``, which campaigns, timelines and the
+heal ledgers of earlier runs carry.
 """
 from __future__ import annotations
 
@@ -79,7 +83,7 @@ def grudge(shape: str, nodes: list[str], targets: list[str], params: dict[str, A
 
 
 @register
-class Partition(Nemesis):
+class NetworkPartition(Nemesis):
     name = "partition"
     description = "drop traffic between nodes: isolate, halves, bridge, one-way, between, controller"
 

@@ -1,0 +1,317 @@
+"""The interpreter of the step language: runs a :class:`~nemeses.schedule.Schedule` on a cluster.
+
+Why apart from the language (:mod:`nemeses.schedule`): a schedule is plain data that the
+campaign loader, the shrinker and the suite build and compare without a cluster; running it
+needs a cluster, a clock and the run's seeded RNG. As in Jepsen, where a generator is pure data
+and a separate interpreter runs it, this module is the only one that turns steps into faults.
+
+What it does at step time: resolves selectors from a :class:`ClusterView` (the run loop's window
+onto the observer's latest sample and the cluster event logs: leaders move, so a selector is
+resolved when its step runs, never at load), waits on conditions, sleeps while firing the
+automatic stops of faults given a ``duration``, and hands every fault start and stop to
+:class:`~nemeses.active.ActiveFaults`. Random choices use ``ctx.rng`` (seeded by the run), so
+``--seed`` replays the same targets. It imports nothing of the workloads or the checkers.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+from nemeses.active import ActiveFaults
+from nemeses.base import CONDITIONS, FaultRecord, NemesisContext
+from nemeses.schedule import (CONTROLLER_SELECTORS, NODE_CONDITIONS, PARTITION_CONDITIONS, PARTITION_SELECTORS,
+                              RandomMix, Schedule, Step)
+
+
+class ScheduleError(RuntimeError):
+    """A step could not be carried out (condition timed out, no such broker): exit 3."""
+
+
+class ClusterView(Protocol):
+    """What conditions and selectors read; the run loop implements it."""
+
+    def partition_state(self, partition: int) -> dict[str, Any] | None:
+        """Latest ``{"leader": id, "isr": [ids], "elr": [ids], "replicas": [ids]}`` or None."""
+
+    def events_since(self, wall: float) -> list[dict[str, Any]]:
+        """Cluster event-log records (docs/history-format.md) with ``wall >= wall``."""
+
+
+class ScheduleRunner:
+    """Drives one schedule against a cluster; every fault goes through ledger + timeline
+    (Nemesis.begin/end, in :class:`ActiveFaults`), and :meth:`heal_all` stops whatever is
+    still applied."""
+
+    def __init__(self, ctx: NemesisContext, view: ClusterView, schedule: Schedule, *,
+                 stop_event: threading.Event | None = None, on_fault: Callable[[str], None] | None = None):
+        self.ctx, self.view, self.schedule = ctx, view, schedule
+        self.stop_event = stop_event or threading.Event()
+        #: the faults applied now; ``on_fault`` hears a one-line summary whenever that changes
+        self.faults = ActiveFaults(ctx, on_change=on_fault)
+        self.names: dict[str, list[str]] = {}           # @NAME -> host names
+        self.started_wall = time.time()
+
+    # -- time -----------------------------------------------------------------------------
+    def wait_until(self, until_mono: float) -> None:
+        """Wait until the monotonic time ``until_mono``, stopping each fault whose duration
+        runs out on time, and return early when the run asks the schedule to stop. The run
+        loop waits out the workload phase with it after the steps are done."""
+        while not self.stop_event.is_set():
+            self.faults.stop_due()
+            left = until_mono - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, 0.1))
+
+    def sleep(self, seconds: float) -> None:
+        """:meth:`wait_until` ``seconds`` from now (``wait: S``; automatic stops still fire)."""
+        self.wait_until(time.monotonic() + seconds)
+
+    # -- selectors ------------------------------------------------------------------------
+    def broker_by_id(self, node_id: int | None) -> str | None:
+        for n in self.ctx.nodes.values():
+            if n.role == "broker" and n.node_id == node_id:
+                return n.name
+        return None
+
+    def _state(self, partition: int) -> dict[str, Any]:
+        st = self.view.partition_state(partition)
+        if not st:
+            raise ScheduleError(f"no metadata yet for partition {partition}")
+        return st
+
+    def resolve(self, selector: str) -> list[str]:
+        """A selector → host names, now (leaders move, so resolve at the step's time)."""
+        brokers = sorted(n.name for n in self.ctx.nodes.values() if n.role == "broker")
+        rng = self.ctx.rng
+        if selector.startswith("@"):
+            if selector[1:] not in self.names:
+                raise ScheduleError(f"{selector}: nothing was selected under that name yet")
+            return list(self.names[selector[1:]])
+        if selector in ("random-broker", "any-broker"):
+            return [rng.choice(brokers)]
+        if selector == "all-brokers":
+            return brokers
+        if selector in CONTROLLER_SELECTORS:
+            return self._resolve_controllers(selector)
+        if selector == "controller":
+            ctrl = sorted(n.name for n in self.ctx.nodes.values() if n.role == "controller")
+            if not ctrl:
+                raise ScheduleError("controller: the target has no controller host")
+            return [ctrl[0]]
+        kind, sep, rest = selector.partition(":")
+        if sep and kind in PARTITION_SELECTORS:
+            st = self._state(int(rest))
+            leader = self.broker_by_id(st.get("leader"))
+            if kind == "leader-of":
+                if leader is None:
+                    raise ScheduleError(f"{selector}: partition {rest} has no leader now")
+                return [leader]
+            pool_ids = st.get("isr") or st.get("replicas") or []
+            if kind == "replica-of":
+                pool_ids = st.get("replicas") or pool_ids
+            pool = sorted({b for b in (self.broker_by_id(i) for i in pool_ids) if b})
+            if kind == "follower-of":
+                pool = [b for b in pool if b != leader] or [b for b in brokers if b != leader]
+            if not pool:
+                raise ScheduleError(f"{selector}: no candidate broker")
+            return [rng.choice(pool)]
+        if selector not in self.ctx.nodes:
+            raise ScheduleError(f"unknown host {selector!r}; hosts: {', '.join(sorted(self.ctx.nodes))}")
+        return [selector]
+
+    def active_controller(self) -> str | None:
+        """The controller host leading the KRaft quorum now, from the controllers' events: the
+        latest ``controller_elected`` epoch, unless that leader has since resigned it (a KRaft
+        leader announces both; docs/kraftsim-raft.md). A lone controller without such events is
+        the active one."""
+        ctrls = {n.node_id: n.name for n in self.ctx.nodes.values() if n.role == "controller"}
+        best: tuple[int, int] | None = None
+        resigned: set[tuple[int, int]] = set()
+        for e in self.view.events_since(0.0):
+            if e.get("event") == "controller_elected" and e.get("leader") in ctrls:
+                key = (int(e["epoch"]), int(e["leader"]))
+                best = key if best is None or key > best else best
+            elif e.get("event") == "controller_resigned":
+                resigned.add((int(e.get("epoch", -1)), int(e.get("leader", -1))))
+        if best is None:
+            return ctrls[min(ctrls)] if len(ctrls) == 1 else None
+        return None if best in resigned else ctrls[best[1]]
+
+    def _resolve_controllers(self, selector: str) -> list[str]:
+        """active-controller; controller-follower (a random other controller); controllers-majority
+        (every controller but the active one: the side that elects without it)."""
+        ctrl = sorted(n.name for n in self.ctx.nodes.values() if n.role == "controller")
+        if not ctrl:
+            raise ScheduleError(f"{selector}: the target has no controller host")
+        active = self.active_controller()
+        if active is None:
+            raise ScheduleError(f"{selector}: no active controller now")
+        if selector == "active-controller":
+            return [active]
+        others = [n for n in ctrl if n != active]
+        if not others or (selector == "controllers-majority" and len(others) < len(ctrl) // 2 + 1):
+            raise ScheduleError(f"{selector}: {len(ctrl)} controller(s): no {selector.split('-')[1]} without the active one")
+        return [self.ctx.rng.choice(others)] if selector == "controller-follower" else others
+
+    def resolve_soon(self, selector: str, within: float = 10.0) -> list[str]:
+        """Resolve, retrying for a while when the answer is not there yet (a partition
+        between leaders just after a kill, no observer sample yet)."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                return self.resolve(selector)
+            except ScheduleError:
+                if time.monotonic() >= deadline or self.stop_event.is_set():
+                    raise
+            self.sleep(0.2)
+
+    def _resolve_all(self, selectors: list[str], resolve: Callable[[str], list[str]]) -> list[str]:
+        """Every selector's hosts, in order, each host once."""
+        targets: list[str] = []
+        for s in selectors:
+            targets += [t for t in resolve(s) if t not in targets]
+        return targets
+
+    # -- faults ---------------------------------------------------------------------------
+    def start(self, fault: str, targets: list[str], params: dict[str, Any], name: str | None = None,
+              duration: float | None = None) -> FaultRecord:
+        """Apply one fault on hosts already resolved; ``name`` becomes ``@name`` for later steps."""
+        a = self.faults.start(fault, targets, params, name, duration)
+        self.names.setdefault(a.name, list(targets))
+        return a.record
+
+    def stop(self, name: str) -> None:
+        self.faults.stop(name)
+
+    def heal_all(self) -> list[str]:
+        """Stop every active fault, newest first; returns one line per failure (and goes on)."""
+        return self.faults.heal_all()
+
+    # -- conditions -----------------------------------------------------------------------
+    def condition(self, cond: dict[str, Any], since_wall: float) -> bool:
+        (cname, cval), = cond.items()
+        if cname in PARTITION_CONDITIONS:
+            st = self.view.partition_state(int(cval["partition"]))
+            if not st:
+                return False
+            hosts = set(self.resolve(str(cval["broker"])))
+            ids = {self.ctx.nodes[h].node_id for h in hosts}
+            if cname.startswith("leader"):
+                is_leader = st.get("leader") in ids
+                return is_leader if cname == "leader-is" else (st.get("leader") is not None and not is_leader)
+            members = set(st.get("isr" if cname.startswith("isr") else "elr") or [])
+            return ids <= members if cname.endswith("contains") else not (ids & members)
+        if cname in NODE_CONDITIONS:
+            hosts = self.resolve(str(cval))
+            for h in hosts:
+                node = self.ctx.nodes[h]
+                running = bool(node.service_pids())
+                if cname == "stopped":
+                    if running:
+                        return False
+                    continue
+                if not running:
+                    return False
+                if cname == "restarted" and getattr(getattr(node, "spec", None), "event_log", True):
+                    # with an event log, "restarted" means registered again with the controller;
+                    # without one (a lab host with no kafka_event_log) running is all we can see
+                    since = self.faults.last_hit_wall.get(h, since_wall)
+                    evs = self.view.events_since(since)
+                    if not any(e.get("event") in ("broker_registered", "broker_unfenced")
+                               and e.get("broker") == node.node_id for e in evs):
+                        return False
+            return True
+        if cname == "event":
+            want = dict(cval)
+            return any(all(e.get(k) == v for k, v in want.items()) for e in self.view.events_since(since_wall))
+        if cname in CONDITIONS:
+            return bool(CONDITIONS[cname][1](self.faults, cval))
+        raise ScheduleError(f"unknown condition {cname}")
+
+    # -- the two schedules ----------------------------------------------------------------
+    def run(self, until_mono: float | None = None) -> None:
+        """Run the schedule. Targeted: every step once. Random: until ``until_mono``."""
+        if self.schedule.kind == "targeted":
+            for step in self.schedule.steps:
+                if self.stop_event.is_set():
+                    return
+                self.run_step(step)
+        elif self.schedule.kind == "random" and self.schedule.random:
+            self.run_random(self.schedule.random, until_mono)
+
+    def run_step(self, step: Step) -> None:
+        tl = self.ctx.timeline
+        if step.kind == "wait":
+            self.sleep(step.arg)
+        elif step.kind == "note":
+            tl.event("note", text=step.arg)
+        elif step.kind == "select":
+            hosts = self.resolve_soon(step.arg)
+            self.names[step.name] = hosts
+            tl.event("note", text=f"select {step.arg} as {step.name}", hosts=hosts)
+        elif step.kind == "start":
+            targets = self._resolve_all(step.target, self.resolve_soon)
+            self.start(step.arg, targets, step.params, step.name, step.duration)
+        elif step.kind == "stop":
+            if step.arg == "all":
+                self.faults.stop_all()
+            else:
+                self.stop(step.arg)
+        elif step.kind == "until":
+            self._until(step)
+
+    def _until(self, step: Step) -> None:
+        tl = self.ctx.timeline
+        since = time.time()
+        deadline = time.monotonic() + step.timeout
+        while not self.stop_event.is_set():
+            self.faults.stop_due()
+            try:
+                if self.condition(step.arg, since):
+                    tl.event("note", text=f"condition met: {_fmt(step.arg)}")
+                    return
+            except ScheduleError:
+                pass  # metadata not there yet: keep waiting until the timeout
+            if time.monotonic() >= deadline:
+                msg = f"{step.path}: condition {_fmt(step.arg)} not met within {step.timeout:g}s"
+                tl.event("note", text=msg, timeout=True)
+                if step.on_timeout == "fail":
+                    raise ScheduleError(msg)
+                return
+            self.stop_event.wait(step.poll)
+
+    def run_random(self, mix: RandomMix, until_mono: float | None) -> None:
+        """Jepsen-style mix: after ``start-after``, every ``interval`` (jittered ±50% by the
+        seeded RNG) one random fault on the selected target, healed after ``duration``."""
+        rng = self.ctx.rng
+        self.sleep(mix.start_after)
+        while not self.stop_event.is_set() and (until_mono is None or time.monotonic() < until_mono):
+            fault, params = mix.faults[rng.randrange(len(mix.faults))]
+            try:
+                targets = self._resolve_all(mix.targets, self.resolve)
+            except ScheduleError as e:
+                self.ctx.timeline.event("note", text=f"random schedule skipped a fault: {e}")
+                self.sleep(1.0)
+                continue
+            try:
+                applied = self.faults.start(fault, targets, params)
+            except Exception as e:  # noqa: BLE001 - a random fault that cannot apply now is skipped
+                self.ctx.timeline.event("note", text=f"random schedule: {fault} on {', '.join(targets)} failed: "
+                                        f"{type(e).__name__}: {e}")
+                self.sleep(1.0)
+                continue
+            self.sleep(min(mix.duration, max(0.0, (until_mono or float("inf")) - time.monotonic())))
+            self.stop(applied.name)
+            self.sleep(mix.interval * rng.uniform(0.5, 1.5))
+
+
+def _fmt(cond: dict[str, Any]) -> str:
+    (k, v), = cond.items()
+    if isinstance(v, dict):
+        return f"{k}(" + ", ".join(f"{a}={b}" for a, b in v.items()) + ")"
+    return f"{k}({v})"
+
+
+__all__ = ["ClusterView", "ScheduleError", "ScheduleRunner"]
