@@ -51,9 +51,9 @@ def register(app: typer.Typer) -> None:
               progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr")) -> None:
         """Run every cell of a suite (campaign x settings x seeds x inventory) and judge each
         against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
-        from harness.suite import load_suite
+        from harness.suite.spec import load_suite
         from harness.interrupts import signals_raise
-        from harness.suite_run import Progress, SuiteInterrupted, SuiteRunner
+        from harness.suite.runner import Progress, SuiteInterrupted, SuiteRunner
 
         # our own handle on the terminal: the suite points file descriptor 2 at checker.log
         # while Spark's JVM starts (it inherits fd 2), and progress must not follow it there

@@ -57,7 +57,7 @@ def _one_line(e: BaseException) -> str:
 def _mount_docker() -> None:
     """`faultline docker ...` from the remote-targets part, if it is installed and imports."""
     try:
-        from harness.cli_docker import docker_app
+        from harness.cli.docker import docker_app
     except Exception:  # noqa: BLE001 - the rest of the CLI works without it
         return
     app.add_typer(docker_app, name="docker")
@@ -279,14 +279,14 @@ def inventory_check(file: Path = typer.Argument(..., help="inventory YAML file")
 # --- entry point ---------------------------------------------------------------------------------
 
 def _mount_suite() -> None:
-    """`faultline suite ...` (harness/cli_suite.py)."""
-    from harness.cli_suite import register
+    """`faultline suite ...` (harness/cli/suite.py)."""
+    from harness.cli.suite import register
     register(app)
 
 
 def _mount_shrink() -> None:
-    """`faultline shrink RUN` (harness/cli_shrink.py)."""
-    from harness.cli_shrink import register
+    """`faultline shrink RUN` (harness/cli/shrink.py)."""
+    from harness.cli.shrink import register
     register(app)
 
 

@@ -1,4 +1,4 @@
-"""`faultline shrink RUN`: the command line of harness/shrink.py.
+"""`faultline shrink RUN`: the command line of harness/shrink/shrinker.py.
 
 Exit codes: 0 shrunk (the minimal campaign is written; its path is the last stdout line),
 1 not reproducible in K replays (the source run's loss never came back), 2 refused (the run
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         from groundwork.ledger import Ledger
         from harness.interrupts import signals_raise
         from harness.runner import Interrupted
-        from harness.shrink import Progress, Shrinker, ShrinkOptions
+        from harness.shrink.shrinker import Progress, Shrinker, ShrinkOptions
 
         if not run_dir.is_dir():
             raise ConfigError(run_dir, "", "run directory not found")
