@@ -91,6 +91,10 @@ def down(inventory: str = typer.Argument(..., help="the docker inventory given t
     typer.echo(f"removed {n} container(s) of {inventory}")
 
 
+def register(app: typer.Typer) -> None:
+    app.add_typer(docker_app, name="docker")
+
+
 def main() -> None:  # pragma: no cover - `python -m harness.cli docker build-image`
     docker_app()
 
