@@ -63,7 +63,7 @@ def cli() -> list[str]:
 
 
 def make_run(results: Path, seed: int, duration: float) -> Path | None:
-    from harness.shrink_judge import acked_missing
+    from harness.shrink.judge import acked_missing
 
     camp = dict(CAMPAIGN, workload={**CAMPAIGN["workload"], "duration": duration})
     f = results / "shrink-bench.yaml"

@@ -44,3 +44,19 @@ def test_report_on_a_malformed_run_file_is_one_line_exit_2(tmp_path: Path) -> No
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "run.json" in lines[0]
+
+
+def test_commands_import_the_shared_module_never_the_one_that_registers_them() -> None:
+    """harness/cli/__init__.py imports every command module to register it; a command module
+    that imported it back (for the app, the consoles or Exit) made a cycle, and under
+    ``python -m harness.cli`` a second copy of the package module with its own Exit class."""
+    from tests.test_import_rules import REPO, imports_of
+
+    cli = REPO / "harness" / "cli"
+    commands = sorted(p for p in cli.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert {p.stem for p in commands} >= {"common", "run", "check", "shrink", "suite"}
+    back = [(p.name, line, name) for p in commands for line, name in imports_of(REPO, p)
+            if name == "harness.cli" or (name.startswith("harness.cli.") and name != "harness.cli.common")]
+    assert back == [], back
+    shared = [(line, name) for line, name in imports_of(REPO, cli / "common.py") if name.startswith("harness")]
+    assert shared == [], shared

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.shrink_judge import Judge, acked_missing, mechanisms
+from harness.shrink.judge import Judge, acked_missing, mechanisms
 from tests.harness.clirun import REPO, faultline, force_cleanup, pids_matching, spawn, wait_for
 
 pytestmark = pytest.mark.slow

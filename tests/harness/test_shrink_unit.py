@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from groundwork.config import Validator
-from harness.shrink_ddmin import Exhausted, ddmin, simplify
-from harness.shrink_judge import attribution_mechanism, mechanisms, primary
-from harness.shrink_schedule import FaultStep, SourceRun, candidate_campaign, extract_steps, schedule_key, to_step_script
+from harness.shrink.ddmin import Exhausted, ddmin, simplify
+from harness.shrink.judge import attribution_mechanism, mechanisms, primary
+from harness.shrink.schedule import FaultStep, SourceRun, candidate_campaign, extract_steps, schedule_key, to_step_script
 from nemeses.schedule import parse_schedule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_extract_steps_roles_timing_params(tmp_path: Path) -> None:
 
 
 def test_follower_role_only_when_unambiguous(tmp_path: Path) -> None:
-    from harness.shrink_schedule import role_selector
+    from harness.shrink.schedule import role_selector
     assert role_selector("broker-2", {"leader": 1, "isr": [1, 2]}, 0, {}) == "follower-of:0"
     # two followers: follower-of:0 could pick the other one on replay, so keep the name
     assert role_selector("broker-2", {"leader": 1, "isr": [1, 2, 3]}, 0, {}) == "broker-2"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.suite import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, judge
+from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, judge
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTLINE = [sys.executable, "-m", "harness.cli"]

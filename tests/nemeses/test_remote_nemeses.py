@@ -196,7 +196,7 @@ def test_page_cache_loss_and_controller_cut_over_ssh(lab):
         ssh.close()
 
 
-# ---- Docker: kraftsim brokers in real containers (harness.docker_cluster, the documented way)
+# ---- Docker: kraftsim brokers in real containers (harness.docker.cluster, the documented way)
 
 DOCKER_LABEL = {"faultline.nemtest": "1"}
 
@@ -233,7 +233,7 @@ def remove_docker_objects() -> None:
 
 @pytest.fixture(scope="module")
 def docker_lab(tmp_path_factory):
-    from harness import docker_cluster
+    from harness.docker import cluster as docker_cluster
     from harness.cluster import ClusterNode
     from harness.inventory import load_inventory
     from tests.remote import dockerlab

@@ -1,6 +1,6 @@
 """A kraftsim cluster in real Docker containers for the remote tests, made the documented way.
 
-Why through ``faultline docker build-image`` and ``harness.docker_cluster.up``: the tests
+Why through ``faultline docker build-image`` and ``harness.docker.cluster.up``: the tests
 must exercise the image and the containers users get, not a test-only variant. The test
 inventory differs from inventory/docker.yaml only in names (``fl-test-*``, network
 ``fl-test``) and the ``faultline.test=1`` label, so a developer's own cluster is never

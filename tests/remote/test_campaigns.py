@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import docker_cluster
+from harness.docker import cluster as docker_cluster
 from harness.cluster import ClusterNode, make_transport
 from harness.inventory import load_inventory
 from tests.remote import dockerlab

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from harness import docker_cluster
+from harness.docker import cluster as docker_cluster
 from harness.cluster import ClusterNode
 from groundwork.transport.base import CommandFailed, TransportError
 from groundwork.transport.docker import DockerTransport

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from harness.shrink_schedule import FaultStep
+from harness.shrink.schedule import FaultStep
 
 
 class Exhausted(Exception):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.suite import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, Cell, Judgement, SuiteSpec, judge
+from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, Cell, Judgement, SuiteSpec, judge
 
 LOG = "suite-log.jsonl"
 SPEC = "suite.json"

@@ -35,7 +35,7 @@ import docker
 import docker.errors
 import docker.types
 
-from harness.docker_image import IMAGE_TAG
+from harness.docker.image import IMAGE_TAG
 from harness.inventory import HostSpec, Inventory
 from groundwork.transport.base import CommandFailed, TransportError
 from groundwork.transport.docker import DockerTransport, engine

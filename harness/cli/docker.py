@@ -2,7 +2,7 @@
 
 Why a sub-app of its own: the image is needed only by Docker targets and their tests; the
 harness CLI mounts ``docker_app`` (``app.add_typer(docker_app, name="docker")``) so the
-build lives next to the code that knows how (harness/docker_image.py). Failures print one
+build lives next to the code that knows how (harness/docker/image.py). Failures print one
 line and exit 3 (infrastructure; 2 for a bad inventory), like every other unreachable-target
 error. They raise ``SystemExit`` rather than ``typer.Exit`` because the main CLI runs click
 with ``standalone_mode=False``, where ``typer.Exit``'s code is returned and lost.
@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from harness import docker_image
+from harness.docker import image as docker_image
 
 docker_app = typer.Typer(help="Docker targets: build the kraftsim image from a locally made base.",
                          no_args_is_help=True, add_completion=False)
@@ -64,7 +64,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
        start: bool = typer.Option(True, "--start/--no-start", help="start kraftsim in the containers")) -> None:
     """Create the inventory's network, data volumes and host containers, each with its
     kraftsim server.properties, and start kraftsim in them with kafka_service.command."""
-    from harness import docker_cluster
+    from harness.docker import cluster as docker_cluster
     from groundwork.transport.base import TransportError
     inv = _load(inventory)
     try:
@@ -80,7 +80,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
 @docker_app.command("down")
 def down(inventory: str = typer.Argument(..., help="the docker inventory given to `up`")) -> None:
     """Remove the inventory's containers, their data volumes and the network."""
-    from harness import docker_cluster
+    from harness.docker import cluster as docker_cluster
     from groundwork.transport.base import TransportError
     inv = _load(inventory)
     try:
@@ -91,7 +91,11 @@ def down(inventory: str = typer.Argument(..., help="the docker inventory given t
     typer.echo(f"removed {n} container(s) of {inventory}")
 
 
-def main() -> None:  # pragma: no cover - `python -m harness.cli_docker build-image`
+def register(app: typer.Typer) -> None:
+    app.add_typer(docker_app, name="docker")
+
+
+def main() -> None:  # pragma: no cover - `python -m harness.cli docker build-image`
     docker_app()
 
 

@@ -3,11 +3,11 @@
 Why: a random mix that lost writes leaves forty faults on a timeline and one question - which
 of them matter? The run recorded every fault with its targets, params and timing
 (``timeline.jsonl``) and what each target was at that moment (``observer.jsonl``);
-:mod:`harness.shrink_schedule` turns that into a targeted step script, :mod:`harness.shrink_ddmin`
+:mod:`harness.shrink.schedule` turns that into a targeted step script, :mod:`harness.shrink.ddmin`
 cuts it down, and every candidate is replayed for real on the source run's target
 configuration (its resolved ``campaign.yaml``: inventory, settings, topic, workload), K times
 with different seeds. A candidate *still fails* when at least one replay loses acknowledged
-writes by the same mechanism as the source run (:mod:`harness.shrink_judge`).
+writes by the same mechanism as the source run (:mod:`harness.shrink.judge`).
 
 Order of the search: the full schedule first (not reproducible in K replays: exit 1, nothing
 to shrink); then the faults around the lost writes by time (:meth:`Shrinker.suspects`; often
@@ -42,9 +42,9 @@ import yaml
 
 from groundwork.config import ConfigError
 from harness.cluster import InfraError
-from harness.shrink_ddmin import Exhausted, ddmin, simplify
-from harness.shrink_judge import Judge, acked_missing, mechanisms, primary, same_mechanism
-from harness.shrink_schedule import (FaultStep, SourceRun, campaign_yaml, candidate_campaign, canon,
+from harness.shrink.ddmin import Exhausted, ddmin, simplify
+from harness.shrink.judge import Judge, acked_missing, mechanisms, primary, same_mechanism
+from harness.shrink.schedule import (FaultStep, SourceRun, campaign_yaml, candidate_campaign, canon,
                                      extract_steps, read_jsonl, schedule_key)
 
 EXIT_SHRUNK, EXIT_NOT_REPRODUCIBLE, EXIT_REFUSED, EXIT_INFRA = 0, 1, 2, 3

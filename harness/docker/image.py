@@ -33,7 +33,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
 BASE_TAG = "faultline/base:bookworm"
 IMAGE_TAG = "faultline/kraftsim:latest"

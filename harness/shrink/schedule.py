@@ -11,7 +11,7 @@ replay's leader is another broker - the same reason targeted campaigns select ``
 The role is read from the observer's latest sample at or before the fault's start
 (``observer.jsonl``, the same clock as the timeline): that is exactly what ``leader-of:P`` and
 ``follower-of:P`` would have resolved to at that moment, because the schedule's selectors read
-the same observer (nemeses/schedule.py, ``ScheduleRunner.resolve``).
+the same observer (nemeses/schedule_runner.py, ``ScheduleRunner.resolve``).
 """
 from __future__ import annotations
 

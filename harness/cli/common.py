@@ -1,0 +1,83 @@
+"""What every ``faultline`` command shares: the typer app, the consoles, :class:`Exit`, the
+one-line error form, the run-directory argument and the live progress display.
+
+Why a module of its own: the command modules (``harness/cli/run.py``, ``shrink.py``,
+``suite.py``, ...) import these, and ``harness/cli/__init__.py`` imports the command modules
+to register them. With the shared bits in the top-level module the two imported each other,
+and under ``python -m`` the top-level module ran a second time as ``__main__`` with its own
+:class:`Exit` class, which ``main()`` then failed to catch. Here they exist once.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+import typer
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from groundwork.config import ConfigError
+
+EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Jepsen-style fault injection for Kafka (KRaft): was any acknowledged acks=all write lost?")
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+
+class Exit(Exception):
+    """Leave the command with ``code``; ``main()`` prints ``message`` (stderr, as an error,
+    when the code is not 0) and exits with the code."""
+
+    def __init__(self, code: int, message: str = ""):
+        self.code, self.message = code, message
+        super().__init__(message)
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as the one line the user sees (never a traceback)."""
+    s = str(e).strip().replace("\n", " ")
+    return s or type(e).__name__
+
+
+def run_dir_arg(path: Path) -> Path:
+    """A RUN argument: an existing run directory (run.json or history/), else exit 2."""
+    if not path.is_dir():
+        raise ConfigError(path, "", "run directory not found")
+    if not (path / "run.json").exists() and not (path / "history").is_dir():
+        raise ConfigError(path, "", "not a run directory (no run.json or history/)")
+    return path
+
+
+@contextlib.contextmanager
+def live_progress(render: Callable[[], RenderableType], *, console: Console = err, enabled: bool = True,
+                  refresh_per_second: float = 4, tick: Callable[[], None] | None = None) -> Iterator[None]:
+    """A one-line live display of ``render()`` on ``console`` while the block runs (only when
+    ``enabled`` and the console is a terminal: a pipe or a log file gets the final lines the
+    command prints instead). ``tick``, if given, is called twice a second in a thread of its
+    own either way (the run's counters are refreshed even without a display) and once more at
+    the end."""
+    stop = threading.Event()
+    ticker = None
+    if tick is not None:
+        def loop() -> None:
+            while not stop.wait(0.5):
+                tick()
+        ticker = threading.Thread(target=loop, name="cli-progress", daemon=True)
+        ticker.start()
+    try:
+        if enabled and console.is_terminal:
+            with Live(get_renderable=render, console=console, refresh_per_second=refresh_per_second, transient=True):
+                yield
+        else:
+            yield
+    finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join(timeout=2)
+            with contextlib.suppress(Exception):   # a progress figure is not worth a crash
+                tick()

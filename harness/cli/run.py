@@ -1,0 +1,94 @@
+"""``faultline run CAMPAIGN``: heal leftovers, run, check, report; the run directory last on stdout.
+
+``run --no-check`` writes no verdict: its 0 means only "the run completed" (the verdict comes
+from ``faultline check RUN`` later).
+"""
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.text import Text
+
+from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, err, live_progress, one_line, out
+
+
+def _status_line(status: Any) -> Text:
+    el = time.monotonic() - status.started
+    return Text.assemble(
+        (f"{status.phase}", "bold"), f" {el:.0f}s | acked ", (f"{status.acked}", "green"),
+        " failed ", (f"{status.failed}", "red"), f" info {status.info} | read {status.read} | ",
+        f"{status.ops_per_s:.0f} ops/s | fault ", (status.fault, "yellow"))
+
+
+def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
+        seed: Optional[int] = typer.Option(None, "--seed", help="seed for random choices (replays a schedule)"),
+        set_: list[str] = typer.Option([], "--set", help="override: dotted.key=value (repeatable)"),
+        results_dir: Path = typer.Option(Path("results"), "--results-dir", help="where run directories go"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr"),
+        check_: bool = typer.Option(True, "--check/--no-check",
+                                    help="check the run (Spark) when it ends; --no-check stops after collecting "
+                                         "the histories and logs and writes no verdict (`faultline check RUN` later)")) -> None:
+    """Run a campaign; the last line printed is the run directory (holding verdict.json).
+
+    ``--no-check`` ends the run once histories and cluster logs are collected: no Spark, no
+    verdict.json, no report. Why: a benchmark or a loop of runs pays the checker's JVM start
+    once for all of them (``checkers.job.check_run(run, spark=session)``) instead of once per
+    run, and the time of the fault-injection run alone is what it measures."""
+    from harness.campaign import load_campaign
+    from harness.cluster import InfraError
+    from harness.heal import OwnedLedger, heal_all
+    from harness.interrupts import signals_raise
+    from harness.runner import Interrupted, Runner, RunStatus
+
+    camp = load_campaign(campaign, overrides=list(set_), seed=seed)
+    ledger = OwnedLedger()
+    if ledger.open_entries():
+        rep = heal_all(ledger)
+        if rep.healed or rep.failed:
+            err.print(f"healed {len(rep.healed)} fault(s)/process(es) left by an earlier run"
+                      + (f"; {len(rep.failed)} could not be healed (run `faultline heal`)" if rep.failed else ""))
+    command = " ".join(shlex.quote(a) for a in
+                       ["faultline", "run", str(camp.path), "--seed", str(camp.seed),
+                        *sum((["--set", s] for s in set_), []), "--results-dir", str(results_dir.resolve()),
+                        *([] if check_ else ["--no-check"])])
+    status = RunStatus()
+    stop = threading.Event()
+    runner = None
+    with signals_raise(Interrupted, stop):
+        try:
+            runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop)
+            err.print(f"run {runner.run_id}: campaign {camp.name}, seed {camp.seed}, expect {camp.expect}")
+            with live_progress(lambda: _status_line(status), enabled=progress, tick=runner.refresh_status):
+                result = runner.run()
+            err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
+            if result.exit_code == EXIT_OK and not check_:
+                result.message = f"workload done; not checked (--no-check): faultline check {runner.run_dir}"
+            elif result.exit_code == EXIT_OK:
+                err.print(f"checking {runner.run_dir} (Spark; log in checker.log) ...")
+                result = runner.check_and_report()
+        except Interrupted:
+            # arrived before the run loop's own handler could take it: heal what is registered
+            rep = heal_all(ledger)
+            err.print(f"faultline: error: interrupted; healed {len(rep.healed)} ledger entries", markup=False)
+            if runner is not None:
+                print(str(runner.run_dir), flush=True)
+            raise Exit(EXIT_INFRA) from None
+        except InfraError as e:
+            raise Exit(EXIT_INFRA, one_line(e)) from None
+    for n in runner.notes:
+        err.print(f"note: {n}")
+    if result.exit_code in (EXIT_INFRA, EXIT_CONFIG):
+        err.print(f"faultline: error: {result.message}", markup=False)
+    else:
+        out.print(result.message)
+    print(str(result.run_dir), flush=True)
+    raise Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
