@@ -32,11 +32,16 @@ FILE_RE = re.compile(r"^(server|controller|state-change)\.log(?:\.(\d{4}-\d{2}-\
 #: written by the collector next to the files: node id, role, time zone, what was copied
 META_FILE = "kafka-logs.json"
 
+#: ``docker compose logs`` puts ``service  | `` before every line of a container's stdout (where
+#: the Bitnami and apache/kafka images send all of Kafka's loggers); a file saved from it is
+#: read as the log it wraps
 _RECORD_RE = re.compile(
-    r"^\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
+    r"^(?:[\w.-]+\s+\|\s)?\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
     r"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(.*)$")
-#: the logger at the end of the pattern; a message may itself contain parentheses
-_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)\)\s*$", re.S)
+#: the logger at the end of the pattern (``%c``, or ``%c:%L`` as Kafka's test log4j config
+#: writes it: ``(org.apache.kafka.controller.ReplicationControlManager:1700)``); a message may
+#: itself contain parentheses
+_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)(?::\d+)?\)\s*$", re.S)
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ WORDINGS = [
     ("[ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] Truncating partition foo-0 with TruncationState(offset=90, "
      "completed=true) due to local high watermark 90", {"kind": "truncate_reason", "reason": "high_watermark"}),
     ("[UnifiedLog partition=foo-0, dir=/data] Truncating to 100 has no effect as the largest offset in the log is 99",
-     {"kind": "leo", "log_end_offset": 100}),
+     {"kind": "truncate_noop", "log_end_offset": 100}),
 ]
 
 
@@ -512,3 +512,41 @@ def test_inventory_rejects_bad_kafka_log_vars(tmp_path, var, value, want):
         load_inventory(inv)
     msg = str(ei.value)
     assert want in msg and "\n" not in msg.strip(), msg
+
+
+# ------------------------------------------------------------------ order across files when clocks tie
+
+def test_a_registration_tie_across_files_follows_the_broker_epochs(tmp_path):
+    """The bitnami-3.7 corpus source's lines (tests/checkers/kafka_logs_real/), without the docker
+    compose prefix, in the files Kafka's log4j config sends them to: the broker's answer for epoch
+    31 and the controller's record of epoch 32 carry the same millisecond. Broker epochs are
+    metadata offsets, so 31 came first; the broker epoch must run 30, 31, 32 and never back."""
+    h = tmp_path / "cluster-logs" / "kafka-1"
+    h.mkdir(parents=True)
+    reg = ("[QuorumController id=0] Replayed RegisterBrokerRecord modifying the registration for broker 0: "
+           "RegisterBrokerRecord(brokerId=0, isMigratingZkBroker=false, incarnationId=KEy_3lnCREO8_HvGOHb9jA, "
+           "brokerEpoch={e}, endPoints=[BrokerEndpoint(name='PLAINTEXT', host='0868aaa976bd', port=9092, "
+           "securityProtocol=0)], features=[BrokerFeature(name='metadata.version', minSupportedVersion=1, "
+           "maxSupportedVersion=19)], rack=null, fenced=true, inControlledShutdown=false, "
+           "logDirs=[HyCjphIex5ZBIzvhgimqaw]) (org.apache.kafka.controller.ClusterControlManager)")
+    (h / "controller.log").write_text(
+        f"[2024-06-09 07:41:17,900] INFO {reg.format(e=31)}\n[2024-06-09 07:41:17,927] INFO {reg.format(e=32)}\n")
+    (h / "server.log").write_text(
+        "[2024-06-09 07:41:17,927] INFO [BrokerLifecycleManager id=0] Successfully registered broker 0 with broker "
+        "epoch 31 (kafka.server.BrokerLifecycleManager)\n"
+        "[2024-06-09 07:41:17,953] INFO [BrokerLifecycleManager id=0] Successfully registered broker 0 with broker "
+        "epoch 32 (kafka.server.BrokerLifecycleManager)\n")
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
+    assert [(e["event"], e["broker_epoch"]) for e in ev] == [("broker_registered", 31), ("broker_registered", 32)]
+
+
+def test_a_standby_controller_replays_as_state_until_it_knows_the_leader():
+    """QuorumController.handleLeaderChange tells a standby who leads ("In the new epoch E, the
+    leader is L."); the records it replayed before are state, those after are live."""
+    a = Assembler()
+    a.add(_obs(0.0, "process_start", node=3001))
+    a.add(_obs(0.1, "registered", node=3001, broker=1, broker_epoch=5, fenced=True, replayed=True))
+    a.add(_obs(0.2, "unfence", node=3001, broker=1, broker_epoch=5, replayed=True))
+    a.add(_obs(0.3, "controller_standby", node=3001, controller_epoch=4, new_controller=3000))
+    a.add(_obs(9.0, "fence", node=3001, broker=1, broker_epoch=5, reason=None, replayed=True))
+    assert [(e["event"], e["broker_epoch"]) for e in a.events] == [("broker_fenced", 5)]
