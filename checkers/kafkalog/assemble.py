@@ -5,10 +5,14 @@ every replica that applies it (``Leader ... starts at``, ``Follower ... starts a
 ``Skipped the become-follower state change ... partition state ...``) and logs at INFO only
 part of what kraftsim's controller states in one event. So:
 
+* **Replays are state**: what a controller logs replaying its metadata log after it starts and
+  before it knows who leads updates the state here and makes no event (docs/kafka-logs.md,
+  "Rules the real logs taught"); every AlterPartition rejection is an event.
 * **Partition changes** are keyed by partition epoch (``PartitionChangeBuilder`` bumps it on
   every change): the first observation of an epoch makes the event, later ones fill the fields
   it lacked (a follower's line has no ISR; the leader's has). ``leader_elected`` when the
-  leader changed to a broker, else ``isr_changed`` - kraftsim's rule
+  leader changed to a broker (a controller diff naming the leader always is), else
+  ``isr_changed`` - kraftsim's rule
   (kraftsim/controller.py ``_commit_partition``).
 * **Reasons** the logs do not state are inferred and only from what they do state: ``initial``
   (the controller created the partition), ``unclean`` (``UNCLEAN partition change``),
@@ -28,7 +32,7 @@ part of what kraftsim's controller states in one event. So:
 * **The leader's own ISR** (``leader_isr``, the view ``ack_below_min_isr`` judges acks by): the
   ISR a broker states as it becomes leader (``Leader ... starts at ..., ISR [...]``) and each
   committed ISR it is told (``ISR updated to ...``); a rejected AlterPartition
-  (``Failed to alter partition``) brings it back to the last committed one. Kafka logs no INFO
+  (``Failed to alter partition``) brings it back to the committed one the line states. Kafka logs no INFO
   line for a pending expansion (Partition.prepareIsrExpand), so the maximal ISR stated is the
   committed one - a shrink's pending state changes nothing (the maximal ISR stays the old one).
 * **Recovery**: a log loaded from a directory without a clean shutdown file (LogManager's
