@@ -119,3 +119,44 @@ def test_real_kafka_lines_make_the_events_they_state(name):
         assert _subset(w, g), (i, w, {k: g.get(k) for k in w})
     for w in exp.get("observations", []):
         assert any(_subset(w, o) for o in obs), (w, obs)
+
+
+def test_an_unclean_story_from_the_real_unclean_line(spark, tmp_path):
+    """The checker, from Kafka's own words: a hand-built history that lost acknowledged writes of
+    drill.m19.unclean-0, and as its cluster logs the m19 source's messages (verbatim, each joined
+    back from the write-up's wrapping) placed in Kafka's log4j layout at run times - the write-up
+    quoted them without timestamps, so the stamps and loggers here are ours, the messages are
+    Kafka's. The story must be the unclean election the UNCLEAN line states, allowed by the
+    topic's unclean.leader.election.enable=true."""
+    from datetime import datetime, timezone
+
+    from checkers.job import check_run
+    from tests.checkers.builder import WALL0, HistoryBuilder
+
+    t = "drill.m19.unclean"
+    b = HistoryBuilder()
+    for i in range(5):
+        b.send("producer-0", t, 0, f"producer-0-{i}", i, 1.0 + 0.1 * i)
+    b.send("producer-1", t, 0, "producer-1-0", 0, 6.0)
+    b.drain(t, 0, [(0, "producer-1-0")], 1, 20.0, process=f"{t}.drain")
+    rd = b.write(tmp_path / "run", expect="loss",
+                 topic={"name": t, "min_insync_replicas": 1, "config": {"unclean.leader.election.enable": "true"}})
+    msgs = bare_messages((CORPUS / "m19-drills-4.3.0-unclean-election" / "excerpt.txt").read_text())
+    loggers = ["org.apache.kafka.controller.ReplicationControlManager", "state.change.logger",
+               "kafka.server.ReplicaFetcherThread", "kafka.server.ReplicaFetcherThread"]
+    levels = ["INFO", "INFO", "INFO", "WARN"]
+    lines = []
+    for k, (m, lg, lv) in enumerate(zip(msgs, loggers, levels)):
+        d = datetime.fromtimestamp(WALL0 + 3.0 + 0.2 * k, timezone.utc)
+        lines.append(f"[{d:%Y-%m-%d %H:%M:%S},{d.microsecond // 1000:03d}] {lv} {m} ({lg})\n")
+    h = rd / "cluster-logs" / "psp-combined-1"
+    h.mkdir(parents=True)
+    (h / "kafka-logs.json").write_text(json.dumps({"node_id": 1, "timezone": "UTC"}))
+    (h / "server.log").write_text("".join(lines))
+    v = check_run(rd, spark=spark)
+    assert v["counts"]["lost_write"] == 5, v["counts"]
+    (s,) = [s for s in v["stories"] if s["topic"] == t]
+    assert s["mechanism"] == "unclean_election" and s["allowed_by"] == "unclean.leader.election.enable=true", s
+    el = next(x for x in s["steps"] if x["kind"] == "election")
+    assert "elected broker 2" in el["text"] and "unclean" in el["text"], el
+    assert el["event"] == {"source": "cluster-logs/psp-combined-1/server.log", "line": 1}
