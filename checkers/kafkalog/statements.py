@@ -110,8 +110,8 @@ _REGISTER = re.compile(
 _REGISTER_START = ("Registered new broker", "Re-registered broker", "Replayed initial RegisterBrokerRecord",
                    "Replayed RegisterBrokerRecord")
 
-# ReplicationControlManager.maybeFenceOneStaleBroker (3.4+); Kafka of mid-2025 names the broker
-# epoch it fences: "Fencing broker 0 at epoch 9 because its session has timed out."
+# ReplicationControlManager.maybeFenceOneStaleBroker (3.4+); from 4.0 it names the broker epoch
+# it fences: "Fencing broker 0 at epoch 9 because its session has timed out."
 _FENCE_TIMEOUT = re.compile(r"^Fencing broker (\d+)(?: at epoch (-?\d+))? because its session has timed out\.$")
 # BrokerHeartbeatManager.calculateNextBrokerState (3.4+): a controlled shutdown fences the broker
 _FENCE_SHUTDOWN = re.compile(r"^Unfenced broker (\d+) has requested and been granted "
@@ -138,11 +138,21 @@ _DIFF_ITEM = re.compile(r"(\w+): (\[[^\]]*\]|\S+?) -> (\[[^\]]*\]|[^,\s]+)")
 # ReplicationControlManager.validateAlterPartitionData (3.4+): the reasons of an AlterPartition
 # reject at INFO/ERROR (the leader-epoch ones are DEBUG) and the error each returns
 _ALTER_REJECT = re.compile(r"^Rejecting AlterPartition request from node (\d+) for (\S+)-(\d+) because (.*)$", re.S)
+#: named groups: ``ineligible``, ``isr`` (the proposed ISR), ``pe`` (a partition epoch the line states)
 _REJECT_REASONS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^it specified ineligible replicas (.*) in the new ISR (.*)\.$", re.S), "INELIGIBLE_REPLICA"),
+    # 4.3 states the proposal and the controller's current state: "... ineligible replicas [3 (observer)]
+    # in the new ISR. Proposed ISR was [BrokerState(...), ...] and current ISR is [1, 2, 4]. Current
+    # replica set is [3, 1, 2, 4]. Current partitionEpoch is 15. Current leaderEpoch is 7." The
+    # epochs checks come first in validateAlterPartitionData, so the proposal's partition epoch is
+    # the current one
+    (re.compile(r"^it specified ineligible replicas (?P<ineligible>.*) in the new ISR\. Proposed ISR was (?P<isr>.*) "
+                r"and current ISR is \[[^\]]*\]\. Current replica set is \[[^\]]*\]\. Current partitionEpoch is "
+                r"(?P<pe>-?\d+)\. Current leaderEpoch is -?\d+\.$", re.S), "INELIGIBLE_REPLICA"),
+    (re.compile(r"^it specified ineligible replicas (?P<ineligible>.*) in the new ISR (?P<isr>.*)\.$", re.S),
+     "INELIGIBLE_REPLICA"),
     (re.compile(r"^the current partition epoch is (-?\d+), which is greater than the local value (-?\d+)\.$"), "NOT_CONTROLLER"),
     (re.compile(r"^the current leader epoch is (-?\d+), which is greater than the local value (-?\d+)\.$"), "NOT_CONTROLLER"),
-    (re.compile(r"^the current partition epoch is (-?\d+), not (-?\d+)\.$"), "INVALID_UPDATE_VERSION"),
+    (re.compile(r"^the current partition epoch is (-?\d+), not (?P<pe>-?\d+)\.$"), "INVALID_UPDATE_VERSION"),
     (re.compile(r"^the current leader epoch is (-?\d+), not (-?\d+)\.$"), "FENCED_LEADER_EPOCH"),
     (re.compile(r"^the current leader is (-?\d+)\.$"), "INVALID_REQUEST"),
     (re.compile(r"^it specified an invalid ISR (.*?)(?: that doesn't include itself)?\.$", re.S), "INVALID_REQUEST"),
@@ -184,8 +194,11 @@ _ISR_UPDATED = re.compile(r"^ISR updated to ([\d,]*)\s*(\(under-min-isr\))?\s*an
 _ALTER_FAILED = re.compile(r"^Failed to alter partition to (.*) since the controller rejected the request with (\w+)\.", re.S)
 #: ... and the committed state the leader falls back to (the same line, from 3.3)
 _RESET_TO = re.compile(r"reset to the latest committed state CommittedPartitionState\(isr=(?:Set|List)?\(([^)]*)\)")
-# Partition.maybeShrinkIsr (3.4+): the leader's proposal, not yet committed
-_SHRINKING = re.compile(r"^Shrinking ISR from ([\d,]*) to ([\d,]*)\. Leader: \(highWatermark: (-?\d+), endOffset: (-?\d+)\)\.")
+# Partition.maybeShrinkIsr (3.4+): the leader's proposal, not yet committed. What it needs is the
+# two ISRs; the leader's offsets after them are read when the message has them (a quote cut at
+# the first sentence, or wrapped onto the next line, still is this statement)
+_SHRINKING = re.compile(r"^Shrinking ISR from ([\d,]*) to ([\d,]*)\.(?:\s+Leader: \(highWatermark: (-?\d+), "
+                        r"endOffset: (-?\d+)\)\.)?")
 
 # AbstractFetcherThread.maybeTruncateToEpochEndOffsets / truncateToHighWatermark (3.4+)
 # ReplicaFetcherThread.truncate (3.4+): a follower cutting below the high watermark it knew
@@ -364,15 +377,16 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
                 continue
             out: Obs = {"kind": "alter_rejected", "topic": m.group(2), "partition": int(m.group(3)),
                         "leader": int(m.group(1)), "error": err, "error_code": ERROR_CODES[err]}
+            g = r.groupdict()
             if err == "INELIGIBLE_REPLICA":
-                states = broker_states(r.group(2))
+                states = broker_states(g["isr"])
                 if states is not None:
                     out["new_isr"], out["broker_epochs"] = states
                 else:
-                    out["new_isr"] = int_list(r.group(2))
-                out["ineligible"] = r.group(1)
-            elif err == "INVALID_UPDATE_VERSION":
-                out["partition_epoch"] = int(r.group(2))     # the one the leader sent
+                    out["new_isr"] = int_list(g["isr"])
+                out["ineligible"] = g["ineligible"]
+            if g.get("pe") is not None:
+                out["partition_epoch"] = int(g["pe"])     # the one the leader sent
             return out
         return None
     m = _ACTIVE.match(msg)
@@ -453,6 +467,8 @@ def _alter_results(msg: str, prefix: str, log_tp: dict | None, log_dir: str | No
         return out
     m = _SHRINKING.match(msg)
     if m:
+        if m.group(4) is None:
+            return {"kind": "noop"}
         return {"kind": "leo", **tp, "log_end_offset": int(m.group(4))}
     return None
 

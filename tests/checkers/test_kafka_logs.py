@@ -550,3 +550,21 @@ def test_a_standby_controller_replays_as_state_until_it_knows_the_leader():
     a.add(_obs(0.3, "controller_standby", node=3001, controller_epoch=4, new_controller=3000))
     a.add(_obs(9.0, "fence", node=3001, broker=1, broker_epoch=5, reason=None, replayed=True))
     assert [(e["event"], e["broker_epoch"]) for e in a.events] == [("broker_fenced", 5)]
+
+
+def test_a_record_written_twice_by_two_appenders_is_read_once(tmp_path):
+    """A logger given its own appender besides the root logger's, both writing to one file, puts
+    every record there twice, back to back (the observer-matrix-4.3.1 corpus source). Two
+    rejections of different partitions in the same millisecond stay two."""
+    from checkers.kafkalog.log4j import ReadStats, parse_zone, read_records
+    rej = ("[2024-05-01 12:00:00,100] INFO [QuorumController id=1] Rejecting AlterPartition request from node 2 for "
+           "{tp} because it specified ineligible replicas [3 (fenced)] in the new ISR [BrokerState(brokerId=2, "
+           "brokerEpoch=7), BrokerState(brokerId=3, brokerEpoch=9)]. (org.apache.kafka.controller.ReplicationControlManager)\n")
+    h = tmp_path / "cluster-logs" / "controller"
+    h.mkdir(parents=True)
+    (h / "server.log").write_text(rej.format(tp="a-0") * 2 + rej.format(tp="b-0"))
+    rs = ReadStats()
+    assert len(read_records(h / "server.log", parse_zone(None), rs)) == 2 and rs.repeated == 1
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
+    assert [(e["event"], e["topic"], e["accepted"]) for e in ev] == [("alter_partition", "a", False),
+                                                                     ("alter_partition", "b", False)]

@@ -2,7 +2,8 @@
 
 The corpus (tests/checkers/kafka_logs_real/, table in docs/kafka-logs.md) holds excerpts of
 server.log / controller.log / state-change.log that Kafka 3.6-4.3 brokers and controllers
-wrote, found in public bug reports, pull requests and write-ups. Every line is verbatim;
+wrote, found in public bug reports, pull requests, write-ups and a log directory committed
+to a public repository. Every line is verbatim;
 each source's PROVENANCE.md says where it came from, which Kafka version wrote it and how
 that is known, and ``expected.json`` lists every event a correct reader makes of it,
 derived by reading the lines (never by running the reader).
@@ -28,8 +29,9 @@ CORPUS = Path(__file__).parent / "kafka_logs_real"
 SOURCES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json"))
 #: what the corpus must show between its sources (the reader's hard cases)
 COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rejected", "repeated_rejections",
-            "committed_isr_reset", "isr_expansion", "diverging_epoch_truncation", "unclean_shutdown_recovery",
-            "controller_active", "controller_restart_replay", "epoch_tie", "fence"}
+            "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
+            "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
+            "clean_reelection_after_fence"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 
