@@ -5,6 +5,8 @@ fixtures/kip903-off.tar.gz written line by line as a Kafka 3.4 KRaft cluster log
 (make_kip903_logs.py says how; every template is a Kafka 3.4.0 statement): the same run.json,
 timeline, observer and proxy events, and per host server.log / controller.log /
 state-change.log instead of events.jsonl. The history is the run's own, taken from the tarball.
+The unclean-election runs (fixtures/unclean-3.4.tar.gz, unclean-4.1.tar.gz) are written the same
+way as Kafka 3.4 and 4.1 log them (fixtures/kafka-logs/make_unclean_logs.py).
 """
 from __future__ import annotations
 
@@ -38,10 +40,10 @@ def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:
     return rd
 
 
-def _kafka_run(dest: Path, kraftsim_dir: Path) -> Path:
+def _kafka_run(dest: Path, kraftsim_dir: Path, name: str = "kip903-off") -> Path:
     """The Kafka-format run directory: the fixture plus the run's own history."""
     rd = dest / "kafka"
-    shutil.copytree(KAFKA_RUN, rd)
+    shutil.copytree(FIXTURES / "kafka-logs" / name, rd)
     shutil.copytree(kraftsim_dir / "history", rd / "history")
     return rd
 
@@ -411,6 +413,82 @@ def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
         rows = ev[ev["event"].isin(["leader_elected", "isr_changed"])]
         return sorted({(r.event, int(r.partition_epoch), int(r.leader)) for r in rows.itertuples()})
     assert changes(el) and changes(el) == changes(ek)
+
+
+# ------------------------------------------------------------------ the unclean election, as Kafka 3.4 and 4.1 log it
+
+#: the unclean-election runs (campaigns/unclean-election.yaml with unclean.leader.election.enable=true):
+#: fixtures/unclean-<v>.tar.gz is the kraftsim run at that metadata.version, fixtures/kafka-logs/unclean-<v>/
+#: the same run as Kafka <v> logs it (make_unclean_logs.py)
+UNCLEAN = ["unclean-3.4", "unclean-4.1"]
+
+
+@pytest.mark.parametrize("name", UNCLEAN)
+def test_the_unclean_election_from_kafka_logs_is_kraftsims(tmp_path, name):
+    """The steps the story is told from, field by field: the election outside the ISR (its
+    partition and leader epochs, the ISR of one out-of-sync replica, RECOVERING), the new leader's
+    log as it took over, the truncations of the old ISR members back to it and their recoveries."""
+    ks = _kraftsim_events(_unpack_kraftsim(tmp_path, name))
+    st = kafkalog.Stats()
+    got = kafkalog.read_cluster_logs(FIXTURES / "kafka-logs" / name / "cluster-logs", stats=st)
+    assert st.not_understood == 0 and st.problems == [], st
+
+    def pick(events, kind, **want):
+        return [e for e in events if e["event"] == kind and all(e.get(k) == v for k, v in want.items())]
+    (uk,) = pick(ks, "leader_elected", reason="unclean")
+    (ul,) = pick(got, "leader_elected", reason="unclean")
+    assert abs(uk["wall"] - ul["wall"]) < 0.01
+    for f in ("leader", "leader_epoch", "partition_epoch", "isr", "leader_recovery_state"):
+        assert ul[f] == uk[f], (f, ul[f], uk[f])
+    assert ul["leader_recovery_state"] == 1 and ul["source"].endswith("controller/controller.log")
+    bk, bl = pick(ks, "became_leader", broker=uk["leader"], leader_epoch=uk["leader_epoch"]), \
+        pick(got, "became_leader", broker=uk["leader"], leader_epoch=uk["leader_epoch"])
+    assert [(e["log_end_offset"], e["hwm"]) for e in bl] == [(e["log_end_offset"], e["hwm"]) for e in bk]
+    for kind, fields in (("truncation", ("from_offset", "to_offset", "reason")),
+                         ("recovery", ("log_end_offset", "recovery_point", "reason"))):
+        mk = sorted((e["node"], *(e[f] for f in fields)) for e in pick(ks, kind))
+        ml = sorted((e["broker"], *(e[f] for f in fields)) for e in pick(got, kind))
+        assert mk and ml == mk, (kind, ml, mk)
+    # the RECOVERING leader's own AlterPartition marks it RECOVERED
+    (rk,) = pick(ks, "isr_changed", leader_recovery_state=0, partition_epoch=uk["partition_epoch"] + 1)
+    (rl,) = pick(got, "isr_changed", partition_epoch=uk["partition_epoch"] + 1)
+    assert (rl["reason"], rl["isr"], rl["leader_recovery_state"]) == (rk["reason"], rk["isr"], 0)
+    # it is the controller's UNCLEAN line that says so: without it the new leader's own line
+    # (leader epoch, ISR of itself) tells of an election, not of an unclean one
+    cut = tmp_path / "cut" / "cluster-logs"
+    shutil.copytree(FIXTURES / "kafka-logs" / name / "cluster-logs", cut)
+    ctl = cut / "controller" / "controller.log"
+    ctl.write_text("".join(x for x in ctl.read_text().splitlines(True) if "UNCLEAN partition change" not in x))
+    (el,) = pick(kafkalog.read_cluster_logs(cut), "leader_elected", partition_epoch=uk["partition_epoch"])
+    assert el["leader"] == uk["leader"] and el["reason"] != "unclean"
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", UNCLEAN)
+def test_checker_tells_the_unclean_story_from_kafka_logs(spark, tmp_path, name):
+    """The same mechanisms, story and attribution from Kafka's logs as from kraftsim's events, and
+    the story allowed by the topic's setting: unclean.leader.election.enable=true."""
+    from checkers.job import check_run
+    ks_dir = _unpack_kraftsim(tmp_path, name)
+    kafka_dir = _kafka_run(tmp_path, ks_dir, name)
+    vk = check_run(ks_dir, spark=spark)
+    vl = check_run(kafka_dir, spark=spark)
+    assert vl["counts"]["lost_write"] == vk["counts"]["lost_write"] > 0
+    assert set(vk["mechanisms"]) == {"unclean_election"} and vl["mechanisms"] == vk["mechanisms"]
+    assert [(s["topic"], s["partition"], s["mechanism"], s["allowed_by"]) for s in vl["stories"]] == \
+        [(s["topic"], s["partition"], s["mechanism"], s["allowed_by"]) for s in vk["stories"]] == \
+        [("faultline", 0, "unclean_election", "unclean.leader.election.enable=true")]
+    (sk,), (sl,) = vk["stories"], vl["stories"]
+    assert [x["kind"] for x in sl["steps"]] == [x["kind"] for x in sk["steps"]]
+    assert sl["lost"] == sk["lost"] and sl["sentences"][-1] == sk["sentences"][-1]
+    el = next(x for x in sl["steps"] if x["kind"] == "election")
+    line = (kafka_dir / el["event"]["source"]).read_text().splitlines()[el["event"]["line"] - 1]
+    assert "UNCLEAN partition change for faultline-0" in line, line
+    ck, cl = _lost_categories(ks_dir), _lost_categories(kafka_dir)
+    assert ck.keys() == cl.keys() and len(ck) == vk["counts"]["lost_write"]
+    diff = {k: (ck[k], cl[k]) for k in ck if ck[k] != cl[k]}
+    assert not diff, list(diff.items())[:3]
+    assert all("elections" in c and "faults" in c for c in cl.values())
 
 
 # ------------------------------------------------------------------ collection from the hosts (harness/cluster.py)
