@@ -117,6 +117,23 @@ def _elr(run: dict[str, Any]) -> tuple[bool | None, str]:
     return _gate(run, "eligible.leader.replicas.version", (4, 1), "KIP-966's ELR")
 
 
+#: what ``allowed_by`` names when every replica that held the lost writes lost its unflushed
+#: copy: a mechanism Kafka's defaults allow (log.flush.interval.messages/ms unset: an acks=all
+#: write is acknowledged from the replicas' page cache, UnifiedLog.append does not fsync)
+UNFLUSHED_LOSS = "every replica's unflushed data lost (no fsync before the ack, Kafka's default flush settings)"
+
+
+def _holders(state: list[dict[str, Any]], a0: float | None, prior_isr: list[int] | None) -> list[int]:
+    """The replicas that held the lost writes: the ISR when the first of them was acknowledged
+    (acks=all waits for every ISR member, Partition.checkEnoughReplicasReachOffset), else the
+    ISR before the election."""
+    if a0 is not None:
+        before = [e for e in state if e["t"] <= a0]
+        if before:
+            return sorted({x for x in before[-1].get("isr") or [] if _int(x) is not None and _int(x) >= 0})
+    return sorted(set(prior_isr or []))
+
+
 @dataclass
 class _World:
     """The run's events, indexed the way the classifier asks."""
@@ -257,6 +274,16 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                and any(k in f["fault"] for k in _CRASH_FAULTS)]
         return got[-1] if got else None
 
+    def own_loss(b: int) -> tuple[str, dict[str, Any], float] | None:
+        """Broker b lost the writes by itself: its disk wiped, or its log recovered ending at or
+        below the first lost offset (the unflushed tail gone with the page cache), in the window."""
+        got = shortening(b, hi if math.isfinite(hi) else math.inf)
+        if got is not None and got[0] in ("wipe", "recovery"):
+            return got
+        found = [(f["t"], f) for f in w.faults if lo <= f["t"] <= hi and b in f["brokers"]
+                 and any(k in f["fault"] for k in _SHORTENING_FAULTS)]
+        return ("wipe", found[-1][1], found[-1][0]) if found else None
+
     def registered(b: int, t0: float, t1: float) -> dict[str, Any] | None:
         regs = [e for e in w.events if e.get("event") == "broker_registered" and _node_of(e) == b
                 and t0 - SLACK_S <= e["t"] <= t1]
@@ -342,11 +369,40 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                                    and reason not in ("elr", "last_known_leader")):
             primary = "unclean_election"
             allowed = unclean_allowed(run)
-            allowed_by = "unclean.leader.election.enable=true" if allowed else None
-            rule = ("allowed by unclean.leader.election.enable=true (ReplicationControlManager: an unclean "
-                    "election picks any live replica when no ISR member is left, KIP-704)" if allowed else
-                    "although unclean.leader.election.enable is not set (an election outside the ISR breaks "
-                    "PartitionChangeBuilder.electAnyLeader's rule)")
+            # The counterfactual: would the writes have survived with unclean election off? Only
+            # if a replica that held them (the ISR when they were acknowledged) still held them
+            # when it came back - Kafka would then have waited for it. A holder whose own log
+            # came back short (recovered without its unflushed tail, or wiped) could not: it
+            # would be elected from the ISR with the same hole, or, with KIP-966's ELR, leave the
+            # partition without a leader - the writes were gone from every replica either way.
+            holders = _holders(state, a0, prior_isr)
+            own = {h: own_loss(h) for h in holders}
+            every_copy_lost = bool(holders) and all(own.values())
+            if every_copy_lost:
+                for h, (kind, row, t) in sorted(own.items()):
+                    if kind == "wipe":
+                        steps.append(_Step(t, "fault", f"At {_t(t)} broker {h}'s disk was wiped ({row['fault']} "
+                                           f"{row['id']}): its copy of {topic}@{part} was gone.", row["row"], 1))
+                    else:
+                        steps.append(_Step(t, "recovery", f"At {_t(t)} broker {h}, which held the lost writes in the "
+                                           f"ISR, recovered {topic}@{part} with its log ending at offset "
+                                           f"{row.get('log_end_offset')} ({row.get('reason') or 'recovery'}): its "
+                                           f"unflushed copy of them was lost in the same failure.", row, 1))
+            causes = ([UNFLUSHED_LOSS] if every_copy_lost else []) + (["unclean.leader.election.enable=true"]
+                                                                      if allowed else [])
+            allowed_by = "; ".join(causes) or None
+            if every_copy_lost:
+                rule = ((f"allowed by unclean.leader.election.enable=true, but not the loss's only cause: every "
+                         f"replica that held the writes ({', '.join(map(str, holders))}) lost its unflushed copy of "
+                         f"them, so with unclean leader election off they were lost all the same "
+                         f"(Kafka acknowledges before fsync; ELR at best keeps the partition offline)") if allowed else
+                        f"although unclean.leader.election.enable is not set; every replica that held the writes "
+                        f"({', '.join(map(str, holders))}) had lost its unflushed copy of them anyway")
+            else:
+                rule = ("allowed by unclean.leader.election.enable=true (ReplicationControlManager: an unclean "
+                        "election picks any live replica when no ISR member is left, KIP-704)" if allowed else
+                        "although unclean.leader.election.enable is not set (an election outside the ISR breaks "
+                        "PartitionChangeBuilder.electAnyLeader's rule)")
             outside = ("with no ISR member left" if prior_isr == [] else
                        f"from outside the ISR {prior_isr if prior_isr is not None else '?'}")
             steps.append(_Step(et, "election", f"At {_t(et)} the controller elected broker {wb} leader of {topic}@{part} "

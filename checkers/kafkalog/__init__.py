@@ -16,6 +16,7 @@ understand is counted (:class:`Stats`), never raised.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def read_cluster_logs(cluster_logs: Path, hosts: list[Path] | None = None,
     truncation. Events are returned in time order.
     """
     st = stats if stats is not None else Stats()
-    obs: list[tuple[float, int, int, dict[str, Any]]] = []
+    streams: list[list[tuple[tuple, dict[str, Any]]]] = []      # one per file, in the file's own order
     for hi, hd in enumerate(hosts if hosts is not None else host_dirs(cluster_logs)):
         meta = read_meta(hd)
         try:
@@ -86,35 +87,56 @@ def read_cluster_logs(cluster_logs: Path, hosts: list[Path] | None = None,
             st.problems.append(f"{hd / META_FILE}: field 'timezone': {e}; read as UTC")
             zone = parse_zone(None)
         rs = ReadStats()
-        records = []
-        for f in log_files(hd):
+        per_file = []
+        for fi, f in enumerate(log_files(hd)):
             st.files += 1
             try:
-                records += read_records(f, zone, rs)
+                per_file.append((fi, read_records(f, zone, rs)))
             except OSError as e:
                 st.problems.append(f"{f}: unreadable ({e.strerror or e})")
         st.lines += rs.lines
         st.records += rs.records
         st.not_records += rs.orphan
-        host_node = _host_node(hd, meta, records)
-        for seq, r in enumerate(records):
-            got = statements.parse(r.message)
-            if got is None:
-                st.other += 1
-                continue
-            if got is False:
-                st.not_understood += 1
-                continue
-            node = statements.node_of(r.message)
-            got.update(wall=r.wall, node=node if node is not None else host_node,
-                       role="controller" if r.logger.startswith("org.apache.kafka.controller") else "broker",
-                       host=hd.name, source=f"{cluster_logs.name}/{hd.name}/{r.file}", line=r.line)
-            obs.append((r.wall, hi, seq, got))
-    obs.sort(key=lambda x: (x[0], x[1], x[2]))
+        host_node = _host_node(hd, meta, [r for _, recs in per_file for r in recs])
+        for fi, records in per_file:
+            stream = []
+            for r in records:
+                got = statements.parse(r.message)
+                if got is None:
+                    st.other += 1
+                    continue
+                if got is False:
+                    st.not_understood += 1
+                    continue
+                node = statements.node_of(r.message)
+                got.update(wall=r.wall, node=node if node is not None else host_node,
+                           role="controller" if r.logger.startswith("org.apache.kafka.controller") else "broker",
+                           host=hd.name, source=f"{cluster_logs.name}/{hd.name}/{r.file}", line=r.line)
+                stream.append(((r.wall, _causal(got), hi, fi), got))
+            streams.append(stream)
     asm = Assembler()
-    for _, _, _, o in obs:
+    n = 0
+    # Each file in its own order; across files by time, and where clocks tie (the same
+    # millisecond) by the epochs that order them causally: a broker logs its registration's
+    # epoch after the controller wrote it, so "registered with broker epoch 31" comes before
+    # the controller's record of epoch 32 stamped in the same millisecond.
+    for _, o in heapq.merge(*streams, key=lambda x: x[0]):
+        n += 1
         asm.add(o)
-    st.used = len(obs) - asm.unused
+    st.used = n - asm.unused - asm.replayed
     asm.events.sort(key=lambda e: e["wall"])
+    for e in asm.events:
+        for k in [k for k in e if k.startswith("_")]:
+            del e[k]
     st.events = len(asm.events)
     return asm.events
+
+
+def _causal(o: dict[str, Any]) -> int:
+    """The epoch that orders an observation among others of the same millisecond: a
+    registration's broker epoch (the metadata offset of its record), a partition state's
+    partition epoch; -1 when the line states neither."""
+    if o["kind"] == "registered":
+        return int(o["broker_epoch"])
+    pe = o.get("partition_epoch")
+    return int(pe) if isinstance(pe, int) else -1

@@ -5,10 +5,14 @@ every replica that applies it (``Leader ... starts at``, ``Follower ... starts a
 ``Skipped the become-follower state change ... partition state ...``) and logs at INFO only
 part of what kraftsim's controller states in one event. So:
 
+* **Replays are state**: what a controller logs replaying its metadata log after it starts and
+  before it knows who leads updates the state here and makes no event (docs/kafka-logs.md,
+  "Rules the real logs taught"); every AlterPartition rejection is an event.
 * **Partition changes** are keyed by partition epoch (``PartitionChangeBuilder`` bumps it on
   every change): the first observation of an epoch makes the event, later ones fill the fields
   it lacked (a follower's line has no ISR; the leader's has). ``leader_elected`` when the
-  leader changed to a broker, else ``isr_changed`` - kraftsim's rule
+  leader changed to a broker (a controller diff naming the leader always is), else
+  ``isr_changed`` - kraftsim's rule
   (kraftsim/controller.py ``_commit_partition``).
 * **Reasons** the logs do not state are inferred and only from what they do state: ``initial``
   (the controller created the partition), ``unclean`` (``UNCLEAN partition change``),
@@ -28,7 +32,7 @@ part of what kraftsim's controller states in one event. So:
 * **The leader's own ISR** (``leader_isr``, the view ``ack_below_min_isr`` judges acks by): the
   ISR a broker states as it becomes leader (``Leader ... starts at ..., ISR [...]``) and each
   committed ISR it is told (``ISR updated to ...``); a rejected AlterPartition
-  (``Failed to alter partition``) brings it back to the last committed one. Kafka logs no INFO
+  (``Failed to alter partition``) brings it back to the committed one the line states. Kafka logs no INFO
   line for a pending expansion (Partition.prepareIsrExpand), so the maximal ISR stated is the
   committed one - a shrink's pending state changes nothing (the maximal ISR stays the old one).
 * **Recovery**: a log loaded from a directory without a clean shutdown file (LogManager's
@@ -43,8 +47,10 @@ from typing import Any
 #: seconds before a partition change within which a fence explains it (controller decisions
 #: are logged within milliseconds of each other; replicas apply them within a heartbeat)
 FENCE_EXPLAINS_S = 10.0
-#: a broker-side AlterPartition failure this close to the controller's reject of the same is the same
-SAME_REJECT_S = 5.0
+#: the controller's reject and the leader's line for the same request are logged within
+#: milliseconds of each other; a leader re-sends a rejected request every ~500 ms
+#: (AlterPartitionManager's retry backoff), so each line pairs with at most one of the other side
+SAME_REJECT_S = 0.3
 
 
 @dataclass
@@ -81,17 +87,50 @@ class Assembler:
     shutdown_clean: dict[int | None, bool] = field(default_factory=dict)          # node -> its last start found a clean shutdown file
     #: (leader node, tp) -> (leader epoch, the committed ISR it acts on): a rejection reverts to it
     acting_isr: dict[tuple[int | None, str, int], tuple[int | None, list[int]]] = field(default_factory=dict)
+    last_trunc: dict[tuple[int | None, str, int], dict[str, Any]] = field(default_factory=dict)
     unused: int = 0                             # observations that changed nothing (duplicates)
+    #: hosts whose controller is loading its metadata log: started, not yet active or standby
+    loading: set[str] = field(default_factory=set)
+    replayed: int = 0                           # records replayed while loading: state, no event
+    _quiet: bool = False
 
     def _emit(self, o: dict[str, Any], event: str, **fields: Any) -> dict[str, Any]:
         rec = {"wall": o["wall"], "node": o["node"], "role": o["role"], "event": event, **fields,
                "host": o["host"], "source": o["source"], "line": o["line"]}
-        self.events.append(rec)
+        if not self._quiet:
+            self.events.append(rec)
         return rec
+
+    def _replay(self, o: dict[str, Any]) -> None:
+        """A record a controller replays while loading its metadata log (ClusterControlManager /
+        ReplicationControlManager.replay before QuorumController.handleLeaderChange tells it who
+        leads): the state it had before this process started, so no event - the registrations,
+        fences and partition changes it states happened before, not now."""
+        self.replayed += 1
+        self._quiet = True
+        try:
+            k = o["kind"]
+            if k == "registered":
+                b = self.brokers.setdefault(o["broker"], _Broker())
+                b.epoch, b.fenced = o["broker_epoch"], bool(o["fenced"])
+            elif k in ("fence", "unfence"):
+                b = self.brokers.setdefault(o["broker"], _Broker())
+                b.fenced = k == "fence"
+                if o.get("broker_epoch") is not None:
+                    b.epoch = o["broker_epoch"]
+            elif k in ("partition_created", "partition_state"):
+                self._partition(o, created=k == "partition_created")
+        finally:
+            self._quiet = False
 
     # ------------------------------------------------------------------ brokers
     def _registered(self, o: dict[str, Any]) -> None:
         b = self.brokers.setdefault(o["broker"], _Broker())
+        if o.get("broker_side") and b.epoch is not None and o["broker_epoch"] < b.epoch:
+            # a broker epoch is the metadata offset of its registration record, so it only grows:
+            # the broker's answer to an earlier registration, logged after the controller's next
+            self.unused += 1
+            return
         if b.epoch == o["broker_epoch"] and o.get("broker_side"):
             self.unused += 1            # the broker's own line for a registration the controller logged
             return
@@ -110,7 +149,8 @@ class Assembler:
             return
         b.fenced = True
         epoch = o.get("broker_epoch") if o.get("broker_epoch") is not None else b.epoch
-        self.fences.append((o["wall"], o["broker"], o.get("reason")))
+        if not self._quiet:
+            self.fences.append((o["wall"], o["broker"], o.get("reason")))
         self._emit(o, "broker_fenced", broker=o["broker"], broker_epoch=epoch, reason=o.get("reason"))
 
     def _unfence(self, o: dict[str, Any]) -> None:
@@ -162,7 +202,9 @@ class Assembler:
         if lrs is None and (partial or o.get("observed") == "follower"):
             lrs = p.lrs
         old_leader, old_isr = p.leader, p.isr or []
-        if p.partition_epoch is None:
+        if o.get("leader_changed"):
+            leader_changed = True       # the controller's diff names the leader: it changed, whatever we knew
+        elif p.partition_epoch is None:
             leader_changed = created or starts_epoch
         else:
             leader_changed = old_leader != new_leader
@@ -232,39 +274,59 @@ class Assembler:
         self._leader_isr(o, o["node"], p.leader_epoch if p else None, new_pe, o["isr"])
 
     def _alter_rejected(self, o: dict[str, Any], broker_side: bool) -> None:
-        if broker_side:
-            # Partition.handleAlterPartitionError: back to the committed state (a pending
-            # expansion's maximal ISR, never logged, is gone); say so once per rejection
-            acting = self.acting_isr.get((o["node"], o["topic"], o["partition"]))
-            if acting is not None:
-                self._leader_isr(o, o["node"], acting[0], o.get("partition_epoch"), acting[1])
+        """Every rejection is an event: a leader re-sends a rejected AlterPartition until it is
+        answered otherwise, and Kafka logs each answer on the controller
+        (ReplicationControlManager.validateAlterPartitionData) and on the leader
+        (Partition.handleAlterPartitionError). The two lines of one answer make one event: a
+        line pairs with the other side's nearest unpaired line of the same partition, leader
+        and error within :data:`SAME_REJECT_S`."""
+        leader = o["node"] if broker_side else o["leader"]
+        rej = None
         for e in reversed(self.events):
             if o["wall"] - e["wall"] > SAME_REJECT_S:
                 break
             if (e["event"] == "alter_partition" and e["accepted"] is False and e["topic"] == o["topic"]
-                    and e["partition"] == o["partition"] and e["error"] == o["error"]
-                    and e["leader"] == (o["node"] if broker_side else o["leader"])):
-                for f in ("new_isr", "broker_epochs", "partition_epoch"):    # the two lines complete each other
-                    if e.get(f) is None and o.get(f) is not None:
-                        e[f] = o[f]
-                self.unused += 1
-                return
-        p = self.parts.get((o["topic"], o["partition"]))
-        self._emit(o, "alter_partition", topic=o["topic"], partition=o["partition"],
-                   leader=o["node"] if broker_side else o["leader"], new_isr=o.get("new_isr"),
-                   broker_epochs=o.get("broker_epochs"), partition_epoch=o.get("partition_epoch"), version=None,
-                   leader_recovery_state=p.lrs if p else None, accepted=False, error=o["error"],
-                   error_code=o.get("error_code"))
+                    and e["partition"] == o["partition"] and e["error"] == o["error"] and e["leader"] == leader
+                    and e.get("_side") not in (None, "broker" if broker_side else "controller", "both")):
+                rej = e
+                break
+        if rej is not None:
+            for f in ("new_isr", "broker_epochs", "partition_epoch"):    # the two lines complete each other
+                if rej.get(f) is None and o.get(f) is not None:
+                    rej[f] = o[f]
+            rej["_side"] = "both"
+            self.unused += 1
+        else:
+            p = self.parts.get((o["topic"], o["partition"]))
+            rej = self._emit(o, "alter_partition", topic=o["topic"], partition=o["partition"], leader=leader,
+                             new_isr=o.get("new_isr"), broker_epochs=o.get("broker_epochs"),
+                             partition_epoch=o.get("partition_epoch"), version=None,
+                             leader_recovery_state=p.lrs if p else None, accepted=False, error=o["error"],
+                             error_code=o.get("error_code"))
+            rej["_side"] = "broker" if broker_side else "controller"
+        if broker_side:
+            # Partition.handleAlterPartitionError: back to the committed state, which the line
+            # states (CommittedPartitionState(isr=...)); else the last one this reader saw
+            acting = self.acting_isr.get((o["node"], o["topic"], o["partition"]))
+            isr = o.get("committed_isr") if o.get("committed_isr") is not None else (acting[1] if acting else None)
+            le = o.get("leader_epoch") if o.get("leader_epoch") is not None else (acting[0] if acting else None)
+            self._leader_isr(o, o["node"], le, o.get("partition_epoch"), isr)
 
     # ------------------------------------------------------------------ storage
     def _truncate(self, o: dict[str, Any]) -> None:
         key = (o["node"], o["topic"], o["partition"])
+        to = o["to_offset"]
+        last = self.last_trunc.get(key)
+        if last is not None and last["to_offset"] == to and self.leo.get(key) == to and o["wall"] - last["wall"] <= 1.0:
+            # ReplicaFetcherThread's "below high watermark" warning and UnifiedLog's own line of one cut
+            self.unused += 1
+            return
         pend = self.pending_trunc.pop(key, None) or {}
         frm = pend.get("from_offset", self.leo.get(key))
-        to = o["to_offset"]
         self.leo[key] = to
-        self._emit(o, "truncation", topic=o["topic"], partition=o["partition"], broker=o["node"],
-                   from_offset=frm if frm is None or frm >= to else to, to_offset=to, reason=pend.get("reason"))
+        self.last_trunc[key] = self._emit(o, "truncation", topic=o["topic"], partition=o["partition"],
+                                          broker=o["node"], from_offset=frm if frm is None or frm >= to else to,
+                                          to_offset=to, reason=pend.get("reason"))
 
     def _loaded(self, o: dict[str, Any]) -> None:
         key = (o["node"], o["topic"], o["partition"])
@@ -290,7 +352,14 @@ class Assembler:
     # ------------------------------------------------------------------ entry
     def add(self, o: dict[str, Any]) -> None:
         k = o["kind"]
-        if k == "registered":
+        if o.get("replayed") and o.get("host") in self.loading:
+            self._replay(o)
+            return
+        if k == "process_start":
+            self.loading.add(o["host"])
+        elif k == "controller_standby":
+            self.loading.discard(o["host"])
+        elif k == "registered":
             self._registered(o)
         elif k == "fence":
             self._fence(o)
@@ -313,6 +382,11 @@ class Assembler:
             self._alter_rejected(o, broker_side=True)
         elif k == "leo":
             self.leo[(o["node"], o["topic"], o["partition"])] = o["log_end_offset"]
+        elif k == "truncate_noop":
+            # UnifiedLog.truncateTo past the end: nothing cut, and the fetcher's reason is spent
+            key = (o["node"], o["topic"], o["partition"])
+            self.leo[key] = o["log_end_offset"]
+            self.pending_trunc.pop(key, None)
         elif k == "truncate_reason":
             self.pending_trunc[(o["node"], o["topic"], o["partition"])] = o
         elif k == "truncate":
@@ -333,6 +407,7 @@ class Assembler:
         elif k == "log_loaded":
             self._loaded(o)
         elif k == "controller_active":
+            self.loading.discard(o["host"])
             self._emit(o, "controller_activated", controller_epoch=o["controller_epoch"])
         elif k == "controller_renounced":
             self._emit(o, "controller_renounced", controller_epoch=o["controller_epoch"],

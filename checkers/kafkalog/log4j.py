@@ -28,15 +28,23 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 #: the three files Kafka's log4j configuration writes that carry cluster state changes
 #: (``${kafka.logs.dir}/server.log``, ``controller.log``, ``state-change.log``)
 KINDS = ("server", "controller", "state-change")
-FILE_RE = re.compile(r"^(server|controller|state-change)\.log(?:\.(\d{4}-\d{2}-\d{2}(?:-\d{2})?))?$")
+#: Kafka 4.0's ``config/log4j2.yaml`` rolls ``state-change.log`` to ``stage-change.log.<hour>``
+#: (its RollingFile ``filePattern``): a log dir copied by hand from a 4.0/4.1 broker holds the
+#: older hours of the state-change log under that name
+FILE_RE = re.compile(r"^(server|controller|state-change|stage-change)\.log(?:\.(\d{4}-\d{2}-\d{2}(?:-\d{2})?))?$")
 #: written by the collector next to the files: node id, role, time zone, what was copied
 META_FILE = "kafka-logs.json"
 
+#: ``docker compose logs`` puts ``service  | `` before every line of a container's stdout (where
+#: the Bitnami and apache/kafka images send all of Kafka's loggers); a file saved from it is
+#: read as the log it wraps
 _RECORD_RE = re.compile(
-    r"^\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
+    r"^(?:[\w.-]+\s+\|\s)?\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
     r"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(.*)$")
-#: the logger at the end of the pattern; a message may itself contain parentheses
-_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)\)\s*$", re.S)
+#: the logger at the end of the pattern (``%c``, or ``%c:%L`` as Kafka's test log4j config
+#: writes it: ``(org.apache.kafka.controller.ReplicationControlManager:1700)``); a message may
+#: itself contain parentheses
+_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)(?::\d+)?\)\s*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class ReadStats:
     continuation: int = 0     # lines that belong to the record before them (stack traces)
     orphan: int = 0           # lines before any record (a file cut mid-record by rolling)
     no_logger: int = 0        # records whose message does not end with "(logger)"
+    repeated: int = 0         # a record written twice in a row by two appenders (read once)
 
 
 def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
@@ -122,6 +131,16 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
             msg, logger = cur[2][0], ""
         else:
             msg, logger = m.group(1), m.group(2)
+        prev = out[-1] if out else None
+        if prev is not None and (prev.wall, prev.level, prev.message, prev.logger) == (cur[0], cur[1], msg, logger):
+            # One event, two lines: a logger given its own appender while the root logger's
+            # appender writes to the same file (log4j additivity, e.g. ``log4j.logger.
+            # org.apache.kafka.controller=INFO, stdout`` beside ``rootLogger=..., stdout``) writes
+            # every record twice, back to back, in the same millisecond. Kafka itself never
+            # repeats a statement verbatim within a millisecond (each names its partition,
+            # broker or epoch), so the second copy is the same record.
+            stats.repeated += 1
+            return
         out.append(Record(cur[0], cur[1], msg, logger, path.name, cur[3]))
 
     with open(path, "r", encoding="utf-8", errors="replace") as fh:

@@ -23,7 +23,7 @@ Obs = dict[str, Any]
 _NODE_PREFIXES = (
     re.compile(r"^\[Broker id=(\d+)(?: epoch=\d+)?\] "),                        # StateChangeLogger (broker side)
     re.compile(r"^\[Partition \S+ broker=(\d+)\] "),                             # Partition.scala logIdent
-    re.compile(r"^\[ReplicaFetcher replicaId=(\d+), leaderId=-?\d+, fetcherId=\d+\] "),  # ReplicaFetcherThread
+    re.compile(r"^\[ReplicaFetcher replicaId=(\d+), leaderId=-?\d+(?:, fetcherId=\d+)?\] "),  # ReplicaFetcherThread
     re.compile(r"^\[(?:QuorumController id=|Controller )(\d+)\] "),             # QuorumController LogContext (3.5+ / 3.4)
     re.compile(r"^\[BrokerLifecycleManager id=(\d+)\] "),
     re.compile(r"^\[(?:ControllerServer|BrokerServer|KafkaRaftServer) id=(\d+)\] "),
@@ -110,8 +110,9 @@ _REGISTER = re.compile(
 _REGISTER_START = ("Registered new broker", "Re-registered broker", "Replayed initial RegisterBrokerRecord",
                    "Replayed RegisterBrokerRecord")
 
-# ReplicationControlManager.maybeFenceOneStaleBroker (3.4+)
-_FENCE_TIMEOUT = re.compile(r"^Fencing broker (\d+) because its session has timed out\.$")
+# ReplicationControlManager.maybeFenceOneStaleBroker (3.4+); from 4.0 it names the broker epoch
+# it fences: "Fencing broker 0 at epoch 9 because its session has timed out."
+_FENCE_TIMEOUT = re.compile(r"^Fencing broker (\d+)(?: at epoch (-?\d+))? because its session has timed out\.$")
 # BrokerHeartbeatManager.calculateNextBrokerState (3.4+): a controlled shutdown fences the broker
 _FENCE_SHUTDOWN = re.compile(r"^Unfenced broker (\d+) has requested and been granted "
                              r"(a controlled shutdown|an immediate shutdown|fencing)\.?$")
@@ -131,17 +132,27 @@ _PARTITION_RECORD = re.compile(
     r"and PartitionRegistration\((.*)\)\.?$")
 # PartitionRegistration.maybeLogPartitionChange: INFO for unclean changes, DEBUG otherwise (3.4+);
 # diff() lists the changed fields as "name: old -> new" joined by ", "
-_PARTITION_CHANGE = re.compile(r"^(UNCLEAN )?partition change for (\S+) with topic ID (\S+): (.*)$")
+_PARTITION_CHANGE = re.compile(r"^(UNCLEAN )?partition change for (\S+?)(?: with topic ID (\S+))?: (.*)$", re.S)
 _DIFF_ITEM = re.compile(r"(\w+): (\[[^\]]*\]|\S+?) -> (\[[^\]]*\]|[^,\s]+)")
 
 # ReplicationControlManager.validateAlterPartitionData (3.4+): the reasons of an AlterPartition
 # reject at INFO/ERROR (the leader-epoch ones are DEBUG) and the error each returns
 _ALTER_REJECT = re.compile(r"^Rejecting AlterPartition request from node (\d+) for (\S+)-(\d+) because (.*)$", re.S)
+#: named groups: ``ineligible``, ``isr`` (the proposed ISR), ``pe`` (a partition epoch the line states)
 _REJECT_REASONS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^it specified ineligible replicas (.*) in the new ISR (.*)\.$", re.S), "INELIGIBLE_REPLICA"),
+    # 4.3 states the proposal and the controller's current state: "... ineligible replicas [3 (observer)]
+    # in the new ISR. Proposed ISR was [BrokerState(...), ...] and current ISR is [1, 2, 4]. Current
+    # replica set is [3, 1, 2, 4]. Current partitionEpoch is 15. Current leaderEpoch is 7." The
+    # epochs checks come first in validateAlterPartitionData, so the proposal's partition epoch is
+    # the current one
+    (re.compile(r"^it specified ineligible replicas (?P<ineligible>.*) in the new ISR\. Proposed ISR was (?P<isr>.*) "
+                r"and current ISR is \[[^\]]*\]\. Current replica set is \[[^\]]*\]\. Current partitionEpoch is "
+                r"(?P<pe>-?\d+)\. Current leaderEpoch is -?\d+\.$", re.S), "INELIGIBLE_REPLICA"),
+    (re.compile(r"^it specified ineligible replicas (?P<ineligible>.*) in the new ISR (?P<isr>.*)\.$", re.S),
+     "INELIGIBLE_REPLICA"),
     (re.compile(r"^the current partition epoch is (-?\d+), which is greater than the local value (-?\d+)\.$"), "NOT_CONTROLLER"),
     (re.compile(r"^the current leader epoch is (-?\d+), which is greater than the local value (-?\d+)\.$"), "NOT_CONTROLLER"),
-    (re.compile(r"^the current partition epoch is (-?\d+), not (-?\d+)\.$"), "INVALID_UPDATE_VERSION"),
+    (re.compile(r"^the current partition epoch is (-?\d+), not (?P<pe>-?\d+)\.$"), "INVALID_UPDATE_VERSION"),
     (re.compile(r"^the current leader epoch is (-?\d+), not (-?\d+)\.$"), "FENCED_LEADER_EPOCH"),
     (re.compile(r"^the current leader is (-?\d+)\.$"), "INVALID_REQUEST"),
     (re.compile(r"^it specified an invalid ISR (.*?)(?: that doesn't include itself)?\.$", re.S), "INVALID_REQUEST"),
@@ -181,10 +192,17 @@ _SKIPPED = re.compile(
 _ISR_UPDATED = re.compile(r"^ISR updated to ([\d,]*)\s*(\(under-min-isr\))?\s*and version updated to (-?\d+)$")
 # Partition.handleAlterPartitionError: INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED at INFO, others DEBUG
 _ALTER_FAILED = re.compile(r"^Failed to alter partition to (.*) since the controller rejected the request with (\w+)\.", re.S)
-# Partition.maybeShrinkIsr (3.4+): the leader's proposal, not yet committed
-_SHRINKING = re.compile(r"^Shrinking ISR from ([\d,]*) to ([\d,]*)\. Leader: \(highWatermark: (-?\d+), endOffset: (-?\d+)\)\.")
+#: ... and the committed state the leader falls back to (the same line, from 3.3)
+_RESET_TO = re.compile(r"reset to the latest committed state CommittedPartitionState\(isr=(?:Set|List)?\(([^)]*)\)")
+# Partition.maybeShrinkIsr (3.4+): the leader's proposal, not yet committed. What it needs is the
+# two ISRs; the leader's offsets after them are read when the message has them (a quote cut at
+# the first sentence, or wrapped onto the next line, still is this statement)
+_SHRINKING = re.compile(r"^Shrinking ISR from ([\d,]*) to ([\d,]*)\.(?:\s+Leader: \(highWatermark: (-?\d+), "
+                        r"endOffset: (-?\d+)\)\.)?")
 
 # AbstractFetcherThread.maybeTruncateToEpochEndOffsets / truncateToHighWatermark (3.4+)
+# ReplicaFetcherThread.truncate (3.4+): a follower cutting below the high watermark it knew
+_BELOW_HWM = re.compile(r"^Truncating (\S+) to offset (-?\d+) below high watermark (-?\d+)")
 _FETCH_TRUNCATE = re.compile(r"^Truncating partition (\S+) with TruncationState\(offset=(-?\d+), completed=\w+\) "
                              r"due to (leader epoch and offset|local high watermark)")
 # AbstractFetcherThread.fetchOffsetAndTruncate (offset out of range): truncate to the leader's end
@@ -192,7 +210,7 @@ _RESET_TRUNCATE = re.compile(r"^Reset fetch offset for partition (\S+) from (-?\
 _RESET_FULLY = re.compile(r"^Truncate fully and reset fetch offset for partition (\S+) from (-?\d+) to the current "
                           r"leader's start offset (-?\d+)")
 # UnifiedLog.truncateTo (3.4+): the log's own truncation; prefix [UnifiedLog partition=T-P, dir=D]
-_LOG_PREFIX = re.compile(r"^\[(?:UnifiedLog|Log|LogLoader) partition=(\S+), dir=([^\]]*)\] ")
+_LOG_PREFIX = re.compile(r"^\[(?:UnifiedLog|Log|LogLoader) partition=([^\s,\]]+)(?:, dir=([^\]]*))?\] ")
 _TRUNCATE = re.compile(r"^Truncating to offset (-?\d+)$")
 _TRUNCATE_NOOP = re.compile(r"^Truncating to (-?\d+) has no effect as the largest offset in the log is (-?\d+)$")
 # LogManager.loadLogs: 3.4 "Attempting recovery for all logs in {} since no clean shutdown file was found",
@@ -208,6 +226,13 @@ _CORRUPTION = re.compile(r"^Corruption found in segment (-?\d+), ?truncating to 
 _LOADED = re.compile(r"^Completed load of Log\(dir=([^,]+), (.*?)\) with (\d+) segments")
 # LogManager.loadLogs (3.4+): a broker starting; what it finds about a clean shutdown follows
 _LOADING = re.compile(r"^Loading logs from log dirs ")
+# A Kafka process starting: Log4jControllerRegistration's line is the first every process writes
+# (3.4+); ControllerServer.startup and SharedServer.start name the node. What a controller
+# replays after it, until it is caught up, is the metadata log it wrote before.
+_PROCESS_START = re.compile(r"^(?:Registered kafka:type=kafka\.Log4jController MBean|Starting controller$|"
+                            r"Starting SharedServer$)")
+# QuorumController.handleLeaderChange for a standby (3.4+): it knows the active controller
+_STANDBY = re.compile(r"^In the new epoch (\d+), the leader is (\S+?)\.$")
 
 #: message starts that should have matched a pattern above: a failure to parse is "not understood"
 WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial RegisterBrokerRecord",
@@ -219,7 +244,7 @@ WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial Re
            "Skipped the become-", "ISR updated to", "Failed to alter partition", "Shrinking ISR",
            "Truncating partition", "Reset fetch offset", "Truncate fully", "Truncating to",
            "Recovering unflushed segment", "Corruption found in segment", "Completed load of Log",
-           "Successfully registered broker")
+           "Successfully registered broker", "In the new epoch")
 
 
 def _tp(text: str) -> dict[str, Any] | None:
@@ -243,9 +268,12 @@ def _partition_registration(body: str) -> dict[str, Any]:
 
 
 def _diff(body: str) -> dict[str, Any]:
-    """PartitionRegistration.diff: only the changed fields, their new values."""
+    """PartitionRegistration.diff: only the changed fields, their new values (and whether the
+    leader is one of them: a diff naming ``leader`` is a leader change, whatever came before)."""
     new: dict[str, Any] = {}
     for name, _old, val in _DIFF_ITEM.findall(body):
+        if name == "leader":
+            new["leader_changed"] = True
         if name in ("isr", "elr"):
             new[name] = int_list(val)
         elif name == "leader":
@@ -261,7 +289,9 @@ def _diff(body: str) -> dict[str, Any]:
 
 #: every statement above starts with one of these (after its log prefix): a cheap first test,
 #: since most of server.log is none of them
-_STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", "Loading logs from log dirs")
+_STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", "Loading logs from log dirs",
+                     "Registered kafka:type=kafka.Log4jController", "Starting controller", "Starting SharedServer",
+                     "Truncating ")
 
 
 def parse(message: str) -> Obs | None | bool:
@@ -287,10 +317,16 @@ Parser = Callable[[str, str, "dict[str, Any] | None", "str | None"], "Obs | None
 def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) -> Obs | None:
     m = _REGISTER.match(msg)
     if m:
-        return _registration(m.group(1))
+        got = _registration(m.group(1))
+        if got is not None:
+            got["replayed"] = True      # ClusterControlManager.replay: a record, not a decision
+        return got
     m = _FENCE_TIMEOUT.match(msg)
     if m:
-        return {"kind": "fence", "broker": int(m.group(1)), "reason": "session_timeout"}
+        out = {"kind": "fence", "broker": int(m.group(1)), "reason": "session_timeout"}
+        if m.group(2) is not None:
+            out["broker_epoch"] = int(m.group(2))
+        return out
     m = _FENCE_SHUTDOWN.match(msg)
     if m:
         return {"kind": "fence", "broker": int(m.group(1)),
@@ -303,15 +339,15 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
         f = kv(m.group(3))
         epoch = _int(f.get("epoch", f.get("brokerEpoch")))
         if m.group(1) == "FenceBrokerRecord":
-            return {"kind": "fence", "broker": int(m.group(2)), "broker_epoch": epoch, "reason": None}
+            return {"kind": "fence", "broker": int(m.group(2)), "broker_epoch": epoch, "reason": None, "replayed": True}
         if m.group(1) == "UnfenceBrokerRecord":
-            return {"kind": "unfence", "broker": int(m.group(2)), "broker_epoch": epoch}
+            return {"kind": "unfence", "broker": int(m.group(2)), "broker_epoch": epoch, "replayed": True}
         # BrokerRegistrationFencingChange: FENCE=1, NONE=0, UNFENCE=-1 (metadata/BrokerRegistrationFencingChange.java)
         fenced = _int(f.get("fenced"))
         if fenced == 1:
-            return {"kind": "fence", "broker": int(m.group(2)), "broker_epoch": epoch, "reason": None}
+            return {"kind": "fence", "broker": int(m.group(2)), "broker_epoch": epoch, "reason": None, "replayed": True}
         if fenced == -1:
-            return {"kind": "unfence", "broker": int(m.group(2)), "broker_epoch": epoch}
+            return {"kind": "unfence", "broker": int(m.group(2)), "broker_epoch": epoch, "replayed": True}
         return {"kind": "noop"}
     m = _REGISTERED_BROKER_SIDE.match(msg)
     if m:
@@ -323,14 +359,15 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
         if tp is None:
             return None
         return {"kind": "partition_created" if m.group(1) != "existing" else "partition_state", **tp,
-                **_partition_registration(m.group(4)), "observed": "controller"}
+                **_partition_registration(m.group(4)), "observed": "controller", "replayed": True}
     m = _PARTITION_CHANGE.match(msg)
     if m:
         tp = _tp(m.group(2))
         if tp is None:
             return None
+        # ReplicationControlManager.replay(PartitionChangeRecord) logs it
         return {"kind": "partition_state", **tp, **_diff(m.group(4)), "unclean": bool(m.group(1)),
-                "observed": "controller", "partial": True}
+                "observed": "controller", "partial": True, "replayed": True}
     m = _ALTER_REJECT.match(msg)
     if m:
         why = m.group(4)
@@ -340,20 +377,24 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
                 continue
             out: Obs = {"kind": "alter_rejected", "topic": m.group(2), "partition": int(m.group(3)),
                         "leader": int(m.group(1)), "error": err, "error_code": ERROR_CODES[err]}
+            g = r.groupdict()
             if err == "INELIGIBLE_REPLICA":
-                states = broker_states(r.group(2))
+                states = broker_states(g["isr"])
                 if states is not None:
                     out["new_isr"], out["broker_epochs"] = states
                 else:
-                    out["new_isr"] = int_list(r.group(2))
-                out["ineligible"] = r.group(1)
-            elif err == "INVALID_UPDATE_VERSION":
-                out["partition_epoch"] = int(r.group(2))     # the one the leader sent
+                    out["new_isr"] = int_list(g["isr"])
+                out["ineligible"] = g["ineligible"]
+            if g.get("pe") is not None:
+                out["partition_epoch"] = int(g["pe"])     # the one the leader sent
             return out
         return None
     m = _ACTIVE.match(msg)
     if m:
         return {"kind": "controller_active", "controller_epoch": int(m.group(1))}
+    m = _STANDBY.match(msg)
+    if m:
+        return {"kind": "controller_standby", "controller_epoch": int(m.group(1)), "new_controller": _int(m.group(2))}
     m = _RENOUNCE.match(msg)
     if m:
         return {"kind": "controller_renounced", "controller_epoch": int(m.group(1)),
@@ -408,6 +449,9 @@ def _alter_results(msg: str, prefix: str, log_tp: dict | None, log_dir: str | No
         proposed, err = m.group(1), m.group(2)
         sent = re.search(r"sentLeaderAndIsr=LeaderAndIsr\((.*?partitionEpoch=-?\d+)\)", proposed)
         out: Obs = {"kind": "alter_failed", **tp, "error": err, "error_code": ERROR_CODES.get(err)}
+        reset = _RESET_TO.search(msg)
+        if reset:
+            out["committed_isr"] = int_list(reset.group(1))
         if sent:
             body = sent.group(1)
             states = broker_states(body)
@@ -423,11 +467,21 @@ def _alter_results(msg: str, prefix: str, log_tp: dict | None, log_dir: str | No
         return out
     m = _SHRINKING.match(msg)
     if m:
+        if m.group(4) is None:
+            return {"kind": "noop"}
         return {"kind": "leo", **tp, "log_end_offset": int(m.group(4))}
     return None
 
 
 def _storage(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) -> Obs | None:
+    if _PROCESS_START.match(msg):
+        return {"kind": "process_start"}
+    m = _BELOW_HWM.match(msg)
+    if m:
+        tp = _tp(m.group(1))
+        if tp is None:
+            return None
+        return {"kind": "truncate", **tp, "to_offset": int(m.group(2)), "hwm": int(m.group(3)), "below_hwm": True}
     m = _FETCH_TRUNCATE.match(msg)
     if m:
         tp = _tp(m.group(1))
@@ -473,7 +527,7 @@ def _storage(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) ->
         return {"kind": "truncate", **log_tp, "to_offset": int(m.group(1))}
     m = _TRUNCATE_NOOP.match(msg)
     if m:
-        return {"kind": "leo", **log_tp, "log_end_offset": int(m.group(2)) + 1}
+        return {"kind": "truncate_noop", **log_tp, "log_end_offset": int(m.group(2)) + 1}
     m = _RECOVERING.match(msg)
     if m:
         return {"kind": "recovering", **log_tp, "segment": int(m.group(1))}

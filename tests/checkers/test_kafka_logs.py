@@ -5,6 +5,8 @@ fixtures/kip903-off.tar.gz written line by line as a Kafka 3.4 KRaft cluster log
 (make_kip903_logs.py says how; every template is a Kafka 3.4.0 statement): the same run.json,
 timeline, observer and proxy events, and per host server.log / controller.log /
 state-change.log instead of events.jsonl. The history is the run's own, taken from the tarball.
+The unclean-election runs (fixtures/unclean-3.4.tar.gz, unclean-4.1.tar.gz) are written the same
+way as Kafka 3.4 and 4.1 log them (fixtures/kafka-logs/make_unclean_logs.py).
 """
 from __future__ import annotations
 
@@ -38,10 +40,10 @@ def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:
     return rd
 
 
-def _kafka_run(dest: Path, kraftsim_dir: Path) -> Path:
+def _kafka_run(dest: Path, kraftsim_dir: Path, name: str = "kip903-off") -> Path:
     """The Kafka-format run directory: the fixture plus the run's own history."""
     rd = dest / "kafka"
-    shutil.copytree(KAFKA_RUN, rd)
+    shutil.copytree(FIXTURES / "kafka-logs" / name, rd)
     shutil.copytree(kraftsim_dir / "history", rd / "history")
     return rd
 
@@ -227,7 +229,7 @@ WORDINGS = [
     ("[ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] Truncating partition foo-0 with TruncationState(offset=90, "
      "completed=true) due to local high watermark 90", {"kind": "truncate_reason", "reason": "high_watermark"}),
     ("[UnifiedLog partition=foo-0, dir=/data] Truncating to 100 has no effect as the largest offset in the log is 99",
-     {"kind": "leo", "log_end_offset": 100}),
+     {"kind": "truncate_noop", "log_end_offset": 100}),
 ]
 
 
@@ -413,6 +415,82 @@ def test_checker_tells_the_same_story_from_kafka_logs(spark, tmp_path):
     assert changes(el) and changes(el) == changes(ek)
 
 
+# ------------------------------------------------------------------ the unclean election, as Kafka 3.4 and 4.1 log it
+
+#: the unclean-election runs (campaigns/unclean-election.yaml with unclean.leader.election.enable=true):
+#: fixtures/unclean-<v>.tar.gz is the kraftsim run at that metadata.version, fixtures/kafka-logs/unclean-<v>/
+#: the same run as Kafka <v> logs it (make_unclean_logs.py)
+UNCLEAN = ["unclean-3.4", "unclean-4.1"]
+
+
+@pytest.mark.parametrize("name", UNCLEAN)
+def test_the_unclean_election_from_kafka_logs_is_kraftsims(tmp_path, name):
+    """The steps the story is told from, field by field: the election outside the ISR (its
+    partition and leader epochs, the ISR of one out-of-sync replica, RECOVERING), the new leader's
+    log as it took over, the truncations of the old ISR members back to it and their recoveries."""
+    ks = _kraftsim_events(_unpack_kraftsim(tmp_path, name))
+    st = kafkalog.Stats()
+    got = kafkalog.read_cluster_logs(FIXTURES / "kafka-logs" / name / "cluster-logs", stats=st)
+    assert st.not_understood == 0 and st.problems == [], st
+
+    def pick(events, kind, **want):
+        return [e for e in events if e["event"] == kind and all(e.get(k) == v for k, v in want.items())]
+    (uk,) = pick(ks, "leader_elected", reason="unclean")
+    (ul,) = pick(got, "leader_elected", reason="unclean")
+    assert abs(uk["wall"] - ul["wall"]) < 0.01
+    for f in ("leader", "leader_epoch", "partition_epoch", "isr", "leader_recovery_state"):
+        assert ul[f] == uk[f], (f, ul[f], uk[f])
+    assert ul["leader_recovery_state"] == 1 and ul["source"].endswith("controller/controller.log")
+    bk, bl = pick(ks, "became_leader", broker=uk["leader"], leader_epoch=uk["leader_epoch"]), \
+        pick(got, "became_leader", broker=uk["leader"], leader_epoch=uk["leader_epoch"])
+    assert [(e["log_end_offset"], e["hwm"]) for e in bl] == [(e["log_end_offset"], e["hwm"]) for e in bk]
+    for kind, fields in (("truncation", ("from_offset", "to_offset", "reason")),
+                         ("recovery", ("log_end_offset", "recovery_point", "reason"))):
+        mk = sorted((e["node"], *(e[f] for f in fields)) for e in pick(ks, kind))
+        ml = sorted((e["broker"], *(e[f] for f in fields)) for e in pick(got, kind))
+        assert mk and ml == mk, (kind, ml, mk)
+    # the RECOVERING leader's own AlterPartition marks it RECOVERED
+    (rk,) = pick(ks, "isr_changed", leader_recovery_state=0, partition_epoch=uk["partition_epoch"] + 1)
+    (rl,) = pick(got, "isr_changed", partition_epoch=uk["partition_epoch"] + 1)
+    assert (rl["reason"], rl["isr"], rl["leader_recovery_state"]) == (rk["reason"], rk["isr"], 0)
+    # it is the controller's UNCLEAN line that says so: without it the new leader's own line
+    # (leader epoch, ISR of itself) tells of an election, not of an unclean one
+    cut = tmp_path / "cut" / "cluster-logs"
+    shutil.copytree(FIXTURES / "kafka-logs" / name / "cluster-logs", cut)
+    ctl = cut / "controller" / "controller.log"
+    ctl.write_text("".join(x for x in ctl.read_text().splitlines(True) if "UNCLEAN partition change" not in x))
+    (el,) = pick(kafkalog.read_cluster_logs(cut), "leader_elected", partition_epoch=uk["partition_epoch"])
+    assert el["leader"] == uk["leader"] and el["reason"] != "unclean"
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", UNCLEAN)
+def test_checker_tells_the_unclean_story_from_kafka_logs(spark, tmp_path, name):
+    """The same mechanisms, story and attribution from Kafka's logs as from kraftsim's events, and
+    the story allowed by the topic's setting: unclean.leader.election.enable=true."""
+    from checkers.job import check_run
+    ks_dir = _unpack_kraftsim(tmp_path, name)
+    kafka_dir = _kafka_run(tmp_path, ks_dir, name)
+    vk = check_run(ks_dir, spark=spark)
+    vl = check_run(kafka_dir, spark=spark)
+    assert vl["counts"]["lost_write"] == vk["counts"]["lost_write"] > 0
+    assert set(vk["mechanisms"]) == {"unclean_election"} and vl["mechanisms"] == vk["mechanisms"]
+    assert [(s["topic"], s["partition"], s["mechanism"], s["allowed_by"]) for s in vl["stories"]] == \
+        [(s["topic"], s["partition"], s["mechanism"], s["allowed_by"]) for s in vk["stories"]] == \
+        [("faultline", 0, "unclean_election", "unclean.leader.election.enable=true")]
+    (sk,), (sl,) = vk["stories"], vl["stories"]
+    assert [x["kind"] for x in sl["steps"]] == [x["kind"] for x in sk["steps"]]
+    assert sl["lost"] == sk["lost"] and sl["sentences"][-1] == sk["sentences"][-1]
+    el = next(x for x in sl["steps"] if x["kind"] == "election")
+    line = (kafka_dir / el["event"]["source"]).read_text().splitlines()[el["event"]["line"] - 1]
+    assert "UNCLEAN partition change for faultline-0" in line, line
+    ck, cl = _lost_categories(ks_dir), _lost_categories(kafka_dir)
+    assert ck.keys() == cl.keys() and len(ck) == vk["counts"]["lost_write"]
+    diff = {k: (ck[k], cl[k]) for k in ck if ck[k] != cl[k]}
+    assert not diff, list(diff.items())[:3]
+    assert all("elections" in c and "faults" in c for c in cl.values())
+
+
 # ------------------------------------------------------------------ collection from the hosts (harness/cluster.py)
 
 def test_collect_kafka_logs_from_hosts(tmp_path):
@@ -512,3 +590,59 @@ def test_inventory_rejects_bad_kafka_log_vars(tmp_path, var, value, want):
         load_inventory(inv)
     msg = str(ei.value)
     assert want in msg and "\n" not in msg.strip(), msg
+
+
+# ------------------------------------------------------------------ order across files when clocks tie
+
+def test_a_registration_tie_across_files_follows_the_broker_epochs(tmp_path):
+    """The bitnami-3.7 corpus source's lines (tests/checkers/kafka_logs_real/), without the docker
+    compose prefix, in the files Kafka's log4j config sends them to: the broker's answer for epoch
+    31 and the controller's record of epoch 32 carry the same millisecond. Broker epochs are
+    metadata offsets, so 31 came first; the broker epoch must run 30, 31, 32 and never back."""
+    h = tmp_path / "cluster-logs" / "kafka-1"
+    h.mkdir(parents=True)
+    reg = ("[QuorumController id=0] Replayed RegisterBrokerRecord modifying the registration for broker 0: "
+           "RegisterBrokerRecord(brokerId=0, isMigratingZkBroker=false, incarnationId=KEy_3lnCREO8_HvGOHb9jA, "
+           "brokerEpoch={e}, endPoints=[BrokerEndpoint(name='PLAINTEXT', host='0868aaa976bd', port=9092, "
+           "securityProtocol=0)], features=[BrokerFeature(name='metadata.version', minSupportedVersion=1, "
+           "maxSupportedVersion=19)], rack=null, fenced=true, inControlledShutdown=false, "
+           "logDirs=[HyCjphIex5ZBIzvhgimqaw]) (org.apache.kafka.controller.ClusterControlManager)")
+    (h / "controller.log").write_text(
+        f"[2024-06-09 07:41:17,900] INFO {reg.format(e=31)}\n[2024-06-09 07:41:17,927] INFO {reg.format(e=32)}\n")
+    (h / "server.log").write_text(
+        "[2024-06-09 07:41:17,927] INFO [BrokerLifecycleManager id=0] Successfully registered broker 0 with broker "
+        "epoch 31 (kafka.server.BrokerLifecycleManager)\n"
+        "[2024-06-09 07:41:17,953] INFO [BrokerLifecycleManager id=0] Successfully registered broker 0 with broker "
+        "epoch 32 (kafka.server.BrokerLifecycleManager)\n")
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
+    assert [(e["event"], e["broker_epoch"]) for e in ev] == [("broker_registered", 31), ("broker_registered", 32)]
+
+
+def test_a_standby_controller_replays_as_state_until_it_knows_the_leader():
+    """QuorumController.handleLeaderChange tells a standby who leads ("In the new epoch E, the
+    leader is L."); the records it replayed before are state, those after are live."""
+    a = Assembler()
+    a.add(_obs(0.0, "process_start", node=3001))
+    a.add(_obs(0.1, "registered", node=3001, broker=1, broker_epoch=5, fenced=True, replayed=True))
+    a.add(_obs(0.2, "unfence", node=3001, broker=1, broker_epoch=5, replayed=True))
+    a.add(_obs(0.3, "controller_standby", node=3001, controller_epoch=4, new_controller=3000))
+    a.add(_obs(9.0, "fence", node=3001, broker=1, broker_epoch=5, reason=None, replayed=True))
+    assert [(e["event"], e["broker_epoch"]) for e in a.events] == [("broker_fenced", 5)]
+
+
+def test_a_record_written_twice_by_two_appenders_is_read_once(tmp_path):
+    """A logger given its own appender besides the root logger's, both writing to one file, puts
+    every record there twice, back to back (the observer-matrix-4.3.1 corpus source). Two
+    rejections of different partitions in the same millisecond stay two."""
+    from checkers.kafkalog.log4j import ReadStats, parse_zone, read_records
+    rej = ("[2024-05-01 12:00:00,100] INFO [QuorumController id=1] Rejecting AlterPartition request from node 2 for "
+           "{tp} because it specified ineligible replicas [3 (fenced)] in the new ISR [BrokerState(brokerId=2, "
+           "brokerEpoch=7), BrokerState(brokerId=3, brokerEpoch=9)]. (org.apache.kafka.controller.ReplicationControlManager)\n")
+    h = tmp_path / "cluster-logs" / "controller"
+    h.mkdir(parents=True)
+    (h / "server.log").write_text(rej.format(tp="a-0") * 2 + rej.format(tp="b-0"))
+    rs = ReadStats()
+    assert len(read_records(h / "server.log", parse_zone(None), rs)) == 2 and rs.repeated == 1
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
+    assert [(e["event"], e["topic"], e["accepted"]) for e in ev] == [("alter_partition", "a", False),
+                                                                     ("alter_partition", "b", False)]
