@@ -131,7 +131,8 @@ def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
         for k, n in r.incidents.items():
             keyed[k] = keyed.get(k, 0) + n
     extra_info["incidents"] = keyed
-    extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run, min_isr=min_isr)
+    extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run,
+                                                  features=inputs.features, min_isr=min_isr)
     return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,
                     bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines))
 
@@ -258,7 +259,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
                               "duration_s": None, "history_files": len(inputs.history_files),
                               "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel"),
-                              "min_insync_replicas": an.extra.get("min_insync_replicas")}
+                              "min_insync_replicas": an.extra.get("min_insync_replicas"),
+                              "features": inputs.features.as_dict()}
         if write_tables:
             write_evidence(an, rd)
             write_aggregates(an, rd)
