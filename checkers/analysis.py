@@ -32,6 +32,8 @@ class Analysis:
     extra: dict[str, Any] = field(default_factory=dict)
     bad_lines: int = 0          # complete history lines that were not a record of the schema
     torn_lines: int = 0         # cut last lines of killed writers
+    #: families that raised (checkers/families.py): {family, anomalies, error, partitions}, by name
+    family_failures: list[dict[str, Any]] = field(default_factory=list)
 
     def examples(self, name: str, n: int) -> list[dict[str, Any]]:
         if name in self.rows:

@@ -26,10 +26,11 @@ from pyspark.sql import types as T
 
 from checkers import aggregates, attribution, evidence, invariants, kernel, stories
 from checkers.analysis import Analysis
+from checkers.families import FAMILIES, Family
 from checkers.ingest import partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.session import make_session
-from checkers.verdict import build_verdict
+from checkers.verdict import build_verdict, pkey
 
 #: every anomaly the checker reports, in report order
 ANOMALIES = kernel.ANOMALIES
@@ -68,11 +69,27 @@ def _foreign(results: list[kernel.PartResult]) -> kernel.Foreign:
     return out
 
 
-def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
+def family_failures(results: list[kernel.PartResult], families: tuple[Family, ...]) -> list[dict[str, Any]]:
+    """The families that raised, one entry each (in list order): the anomalies they answer, the
+    first error (one line) and every partition they failed on."""
+    out: dict[str, dict[str, Any]] = {}
+    declared = {f.name: list(f.anomalies) for f in families}
+    for r in results:
+        where = pkey(r.topic, r.partition) if r.partition is not None else "sends without a partition"
+        for name, error in r.failures:
+            entry = out.setdefault(name, {"family": name, "anomalies": declared.get(name, []), "error": error,
+                                          "partitions": []})
+            entry["partitions"].append(where)
+    order = {f.name: i for i, f in enumerate(families)}
+    return [dict(e, partitions=sorted(e["partitions"])) for _, e in sorted(out.items(), key=lambda kv: order[kv[0]])]
+
+
+def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...] = FAMILIES) -> Analysis:
     """Run the partition kernel over every topic-partition, then merge and attribute.
 
     Pass 2 (every partition again, with the foreign reads of all) only when pass 1 found a value
-    read in a partition it was not sent to; a healthy run has none.
+    read in a partition it was not sent to; a healthy run has none. Each family runs check-safe
+    (checkers/families.py): one that raises is listed in ``family_failures``, the others report.
     """
     ds = inputs.ingest.dataset
     scratch = Path(inputs.run_dir) / ".checker-evidence"
@@ -84,7 +101,7 @@ def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
            if min_isr and min_isr > 1 else {})
     pfs = partition_files(ds)
     ctx = kernel.Context(str(scratch.resolve()), cap, min_isr, isr,
-                         events=attribution.RunEvents.collect(inputs.timeline, inputs.events))
+                         events=attribution.RunEvents.collect(inputs.timeline, inputs.events), families=families)
     t0 = time.time()
     results = kernel.run_partitions(spark, pfs, ctx)
     foreign = _foreign(results)
@@ -131,9 +148,11 @@ def analyze(spark: SparkSession, inputs: RunInputs) -> Analysis:
         for k, n in r.incidents.items():
             keyed[k] = keyed.get(k, 0) + n
     extra_info["incidents"] = keyed
-    extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run, min_isr=min_isr)
+    extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run,
+                                                  features=inputs.features, min_isr=min_isr)
     return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,
-                    bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines))
+                    bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines),
+                    family_failures=family_failures(results, families))
 
 
 def _sort_rows(rows: dict[str, list[dict[str, Any]]]) -> None:
@@ -236,11 +255,12 @@ def write_aggregates(an: Analysis, run_dir: Path) -> None:
 
 def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = None,
               expect: str | None = None, spark: SparkSession | None = None,
-              write_tables: bool = True) -> dict[str, Any]:
+              write_tables: bool = True, families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Check one run directory; write verdict.json, anomalies/, aggregates/; return the verdict.
 
     ``expect`` ("no-loss" | "loss") defaults to run.json's ``expect``. A given ``spark`` session
     is used and left running (tests share one); otherwise one is made and stopped here.
+    ``families``: the anomaly families to run (checkers/families.py; tests plant a failing one).
     """
     if expect is not None and expect not in ("no-loss", "loss"):
         raise CheckerInputError(f"--expect {expect!r}: want 'no-loss' or 'loss'")
@@ -253,12 +273,13 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         warm = kernel.warm_workers(session)   # overlaps the ingest and the small logs
         inputs = load_run(session, rd)
         warm.join()
-        an = analyze(session, inputs)
+        an = analyze(session, inputs, families)
         verdict = build_verdict(an, inputs.run, expect=expect)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
                               "duration_s": None, "history_files": len(inputs.history_files),
                               "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel"),
-                              "min_insync_replicas": an.extra.get("min_insync_replicas")}
+                              "min_insync_replicas": an.extra.get("min_insync_replicas"),
+                              "features": inputs.features.as_dict()}
         if write_tables:
             write_evidence(an, rd)
             write_aggregates(an, rd)

@@ -6,9 +6,10 @@ on 2 cores, with the history shuffled to bring each partition together. But ever
 its questions of one topic-partition (docs/anomalies.md), and the ingest already writes the
 history by topic-partition (checkers/ingest.py), so no shuffle is needed at all: Spark schedules
 one task per group of partitions, on local cores or on a cluster's workers, and each task loads
-its partitions' Parquet files and runs the families on integer-coded columns
-(:mod:`checkers.partition`). Only counts, small evidence, per-partition statistics and the
-throughput partials come back to the driver; large evidence is written as Parquet by the task.
+its partitions' Parquet files and runs the families (declared once, each run check-safe:
+:mod:`checkers.families`) on integer-coded columns (:mod:`checkers.partition`). Only counts,
+small evidence, per-partition statistics and the throughput partials come back to the driver;
+large evidence is written as Parquet by the task.
 
 The few questions that cross partitions - a value read in a partition it was not sent to - are
 answered in a second pass: pass 1 returns each partition's *foreign reads* (reads of values no
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from checkers import (aggregates, attribution, divergence, evidence, failed, incidents, invariants, lost, polls,
-                      realtime, sends)
+from checkers import aggregates, attribution, divergence, evidence, incidents
+from checkers.families import FAMILIES, Family, run_families
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import load
@@ -49,6 +50,8 @@ class Context:
     isr: dict[tuple[str, int], IsrTimeline] = field(default_factory=dict)
     foreign: Foreign = field(default_factory=dict)
     events: attribution.RunEvents = field(default_factory=attribution.RunEvents)
+    #: the anomaly families to run (checkers/families.py); a test plants a failing one here
+    families: tuple[Family, ...] = FAMILIES
 
 
 @dataclass
@@ -65,6 +68,7 @@ class PartResult:
     foreign: list[tuple] = field(default_factory=list)
     owned: list[tuple[str | None, str]] = field(default_factory=list)   # foreign values this partition sent
     incidents: dict[str, int] = field(default_factory=dict)             # offset-keyed incidents by primary anomaly
+    failures: list[tuple[str, str]] = field(default_factory=list)      # (family, one-line error): it raised here
 
 
 def _name(pf: PartitionFiles) -> str:
@@ -75,16 +79,7 @@ def _name(pf: PartitionFiles) -> str:
 
 def check_partition(pf: PartitionFiles, ctx: Context) -> PartResult:
     p = load(pf.files, pf.topic, pf.partition)
-    fam: dict[str, tuple[dict[str, Any], int]] = {}
-    if p.partition is not None:
-        fam.update(lost.lost_and_unseen(p, ctx.foreign))
-        fam.update(divergence.divergence(p, ctx.foreign))
-        fam.update(sends.send_order(p))
-        fam.update(realtime.realtime_regression(p))
-        fam.update(polls.poll_order(p))
-        fam["ack_below_min_isr"] = invariants.ack_below_min_isr(p, ctx.isr.get((p.topic, p.partition)), ctx.min_isr)
-        fam["visible_end_regression"] = invariants.visible_end_regression(p)
-    fam.update(failed.failed_visible(p, ctx.foreign))
+    fam, failures = run_families(p, ctx, ctx.families)     # check-safe: a family that raises is named
     lost_cols, n_lost = fam.get("lost_write", ({}, 0))
     if n_lost:
         attribution.attribute(lost_cols, n_lost, ctx.events, p.topic, p.partition)
@@ -120,7 +115,7 @@ def check_partition(pf: PartitionFiles, ctx: Context) -> PartResult:
                     owned.append((topic, value))
     return PartResult(p.topic, p.partition, p.records, acked, counts, rows, files, stats,
                       aggregates.throughput_partial(p), divergence.foreign_reads(p) if p.partition is not None else [],
-                      owned, incidents.partition_incidents(fam) if p.partition is not None else {})
+                      owned, incidents.partition_incidents(fam) if p.partition is not None else {}, failures)
 
 
 def lost_extent(lost_cols: dict[str, Any], below_cols: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from pyspark.sql import SparkSession
 
 from checkers import kafkalog
+from checkers.features import NO_RECORD, FeaturesInForce, read as read_features
 from checkers.ingest import IngestResult, Split, convert_split, ingest
 from workloads import history as H
 
@@ -130,6 +131,8 @@ class RunInputs:
     events: list[LogRow]       # cluster + proxy events with t on the run clock and a host column
     has_cluster_events: bool = False
     history_files: list[str] = field(default_factory=list)
+    #: which Kafka behaviours were in force, as the cluster recorded them (checkers/features.py)
+    features: FeaturesInForce = field(default_factory=lambda: FeaturesInForce(None, problem=NO_RECORD))
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
@@ -230,4 +233,4 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
     events += [{**{k: _coerce(kind, e.get(k)) for k, kind in EVENT_FIELDS.items()}, "t": e["wall"] - w0,
                 "host": e["host"], "source": e["source"], "line": e["line"]} for e in kafka]
     has_cluster = any(p.exists() and p.stat().st_size > 0 for p in cluster_paths) or bool(kafka)
-    return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files)
+    return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files, read_features(rd))

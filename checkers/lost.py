@@ -37,41 +37,48 @@ def lost_and_unseen(p: Partition, foreign: Foreign) -> dict[str, tuple[dict[str,
     (a lookup by value code), or elsewhere - then the read is foreign there (values are unique
     per send, docs/history-format.md) and ``foreign`` holds it.
     """
-    s = p.sends
-    ok = np.flatnonzero(p.ok_mask())
-    vc = s.vc[ok]
-    off = s.offset.values[ok]
-    read, drained_here = p.read_flags()
-    has_v = vc >= 0
-    same_read = has_v & read[np.maximum(vc, 0)] if len(read) else np.zeros(len(ok), dtype=bool)
-    same_drained = has_v & drained_here[np.maximum(vc, 0)] if len(read) else np.zeros(len(ok), dtype=bool)
-    mro = p.max_read_offset()
-    read_past = off < mro if mro is not None else np.zeros(len(ok), dtype=bool)
-    drained = p.drain_end is not None
-    cand = ~same_read | (drained & ~same_drained)
-    read_else = np.zeros(len(ok), dtype=bool)
-    drained_else = np.zeros(len(ok), dtype=bool)
+    acked = np.flatnonzero(p.ok_mask())                  # the acknowledged sends (index into p.sends)
+    n_acked = len(acked)
+    value_code = p.sends.vc[acked]                        # -1: the send recorded no value
+    acked_offset = p.sends.offset.values[acked]
+    read_here, drained_here = p.read_flags()              # per value code
+    has_value = value_code >= 0
+    if len(read_here):
+        read_in_partition = has_value & read_here[np.maximum(value_code, 0)]
+        drained_in_partition = has_value & drained_here[np.maximum(value_code, 0)]
+    else:
+        read_in_partition = drained_in_partition = np.zeros(n_acked, dtype=bool)
+    max_read_offset = p.max_read_offset()
+    read_past_offset = acked_offset < max_read_offset if max_read_offset is not None else np.zeros(n_acked, dtype=bool)
+    # a drain-end record: the drain read all of it (a numpy bool: ``~`` of a Python bool is -1/-2)
+    whole_partition_drained = np.bool_(p.drain_end is not None)
+    maybe_missing = ~read_in_partition | (whole_partition_drained & ~drained_in_partition)
+    read_elsewhere = np.zeros(n_acked, dtype=bool)
+    drained_elsewhere = np.zeros(n_acked, dtype=bool)
     if foreign:
-        for i in np.flatnonzero(cand & has_v):
-            for part, _, by_drain, _ in foreign.get((p.topic, p.values[int(vc[i])].as_py()), ()):
-                if part != p.partition:
-                    read_else[i] = True
-                    drained_else[i] |= by_drain
-    was_read = same_read | read_else
-    in_drain = same_drained | drained_else
-    lost_m = cand & ((~was_read & read_past) | (drained & ~in_drain))
-    unseen_m = cand & ~was_read & ~read_past & ~drained
-    li, ui = np.flatnonzero(lost_m), np.flatnonzero(unseen_m)
-    because = np.where(~was_read[li] & read_past[li], "read_past_offset",
-                       np.where(~was_read[li], "final_drain_read_whole_partition", "final_drain_missed_read_earlier"))
-    lost = {**send_cols(p, ok[li]), "max_read_offset": [mro] * len(li), "drain_end": [p.drain_end] * len(li),
-            "lost_because": because.tolist()}
-    lost.update(_miss(p, ok[li], because))
-    unseen = {**send_cols(p, ok[ui]), "max_read_offset": [mro] * len(ui)}
-    return {"lost_write": (lost, len(li)), "unseen_at_end": (unseen, len(ui))}
+        for i in np.flatnonzero(maybe_missing & has_value):
+            value = p.values[int(value_code[i])].as_py()
+            for partition, _, by_drain, _ in foreign.get((p.topic, value), ()):
+                if partition != p.partition:
+                    read_elsewhere[i] = True
+                    drained_elsewhere[i] |= by_drain
+    was_read = read_in_partition | read_elsewhere
+    in_drain = drained_in_partition | drained_elsewhere
+    is_lost = maybe_missing & ((~was_read & read_past_offset) | (whole_partition_drained & ~in_drain))
+    is_unseen = maybe_missing & ~was_read & ~read_past_offset & ~whole_partition_drained
+    lost_sends, unseen_sends = acked[is_lost], acked[is_unseen]   # indexes into p.sends
+    never_read, past = ~was_read[is_lost], read_past_offset[is_lost]
+    because = np.where(never_read & past, "read_past_offset",
+                       np.where(never_read, "final_drain_read_whole_partition", "final_drain_missed_read_earlier"))
+    n_lost, n_unseen = len(lost_sends), len(unseen_sends)
+    lost = {**send_cols(p, lost_sends), "max_read_offset": [max_read_offset] * n_lost,
+            "drain_end": [p.drain_end] * n_lost, "lost_because": because.tolist()}
+    lost.update(_miss(p, lost_sends, because))
+    unseen = {**send_cols(p, unseen_sends), "max_read_offset": [max_read_offset] * n_unseen}
+    return {"lost_write": (lost, n_lost), "unseen_at_end": (unseen, n_unseen)}
 
 
-def _miss(p: Partition, idx: np.ndarray, because: np.ndarray) -> dict[str, Any]:
+def _miss(p: Partition, lost_sends: np.ndarray, because: np.ndarray) -> dict[str, Any]:
     """When was the write first missed: the first poll after the ack whose reads passed its offset.
 
     Falls back to the drain's end, then to any read past it (even one before the ack); a write
@@ -80,34 +87,35 @@ def _miss(p: Partition, idx: np.ndarray, because: np.ndarray) -> dict[str, Any]:
     """
     import pandas as pd
 
-    n = len(idx)
-    if n == 0:
+    n_lost = len(lost_sends)
+    if n_lost == 0:
         return {"miss_t": np.zeros(0), "miss_by": []}
-    s, po = p.sends, p.polls
-    keys = pd.DataFrame({"topic": [p.topic] * n, "partition": np.full(n, p.partition or 0, dtype=np.int32),
-                         "process": s.proc[idx], "op": s.op[idx], "offset": s.offset.values[idx],
-                         "ack_t": s.complete_t[idx]})
-    if n * len(po.t_first) <= DIRECT_PAIRS:
-        got = _first_polls_direct(p, keys)
+    sends, polls = p.sends, p.polls
+    keys = pd.DataFrame({"topic": [p.topic] * n_lost, "partition": np.full(n_lost, p.partition or 0, dtype=np.int32),
+                         "process": sends.proc[lost_sends], "op": sends.op[lost_sends],
+                         "offset": sends.offset.values[lost_sends], "ack_t": sends.complete_t[lost_sends]})
+    if n_lost * len(polls.t_first) <= DIRECT_PAIRS:
+        first_past = _first_polls_direct(p, keys)
     else:
-        polls = pd.DataFrame({"t_first": po.t_first, "reader": [p.processes[int(c)] for c in po.proc],
-                              "max_offset": po.max_offset})
-        got = first_polls_past(keys, polls)
-    det = p.drain_end_t
+        poll_extents = pd.DataFrame({"t_first": polls.t_first, "reader": [p.processes[int(c)] for c in polls.proc],
+                                     "max_offset": polls.max_offset})
+        first_past = first_polls_past(keys, poll_extents)
+    drain_end_t = p.drain_end_t
     miss_t: list[float | None] = []
     miss_by: list[str | None] = []
-    for i in range(n):
+    for i in range(n_lost):
         if because[i] == "final_drain_missed_read_earlier":
-            miss_t.append(det)
+            miss_t.append(drain_end_t)
             miss_by.append("drain")
             continue
-        at, ar, yt, yr = got["after_t"].iat[i], got["after_reader"].iat[i], got["any_t"].iat[i], got["any_reader"].iat[i]
-        if not np.isnan(at):
-            miss_t.append(float(at)); miss_by.append(ar)
-        elif det is not None:
-            miss_t.append(det); miss_by.append("drain")
-        elif not np.isnan(yt):
-            miss_t.append(float(yt)); miss_by.append(yr)
+        after_t, after_reader = first_past["after_t"].iat[i], first_past["after_reader"].iat[i]
+        any_t, any_reader = first_past["any_t"].iat[i], first_past["any_reader"].iat[i]
+        if not np.isnan(after_t):
+            miss_t.append(float(after_t)); miss_by.append(after_reader)
+        elif drain_end_t is not None:
+            miss_t.append(drain_end_t); miss_by.append("drain")
+        elif not np.isnan(any_t):
+            miss_t.append(float(any_t)); miss_by.append(any_reader)
         else:
             miss_t.append(None); miss_by.append(None)
     return {"miss_t": np.array([np.nan if v is None else v for v in miss_t], dtype=np.float64), "miss_by": miss_by}
@@ -121,19 +129,20 @@ DIRECT_PAIRS = 20_000_000
 def _first_polls_direct(p: Partition, keys):  # -> pandas.DataFrame like first_polls_past
     import pandas as pd
 
-    po = p.polls
+    polls = p.polls
     out: dict[str, list] = {"after_t": [], "after_reader": [], "any_t": [], "any_reader": []}
-    for ack, off in zip(keys["ack_t"].to_numpy(float), keys["offset"].to_numpy()):
-        past = po.max_offset > off
-        for name, m in (("any", past), ("after", past & (po.t_first >= ack) if not np.isnan(ack) else None)):
-            if m is None or not m.any():
+    for ack_t, offset in zip(keys["ack_t"].to_numpy(float), keys["offset"].to_numpy()):
+        past = polls.max_offset > offset
+        after_ack = past & (polls.t_first >= ack_t) if not np.isnan(ack_t) else None
+        for name, chosen in (("any", past), ("after", after_ack)):
+            if chosen is None or not chosen.any():
                 out[f"{name}_t"].append(np.nan)
                 out[f"{name}_reader"].append(None)
                 continue
-            idx = np.flatnonzero(m)
-            tmin = po.t_first[idx].min()
-            reader = min(p.processes[int(c)] for c in po.proc[idx[po.t_first[idx] == tmin]])
-            out[f"{name}_t"].append(float(tmin))
+            candidates = np.flatnonzero(chosen)
+            first_t = polls.t_first[candidates].min()
+            reader = min(p.processes[int(c)] for c in polls.proc[candidates[polls.t_first[candidates] == first_t]])
+            out[f"{name}_t"].append(float(first_t))
             out[f"{name}_reader"].append(reader)
     return pd.DataFrame(out)
 
@@ -152,49 +161,52 @@ def first_polls_past(keys, polls):  # (pandas.DataFrame, pandas.DataFrame) -> pa
     import numpy as np
     import pandas as pd
 
-    nq = len(keys)
-    after_t, any_t = np.full(nq, np.nan), np.full(nq, np.nan)
-    after_r: list = [None] * nq
-    any_r: list = [None] * nq
-    if nq and len(polls):
-        p = polls.sort_values(["t_first", "reader"], kind="mergesort").reset_index(drop=True)
-        pt, pm, pr = p["t_first"].to_numpy(float), p["max_offset"].to_numpy(), p["reader"].to_numpy()
-        # any time: polls by max_offset descending, with the running argmin of t
-        by_m = np.argsort(-pm, kind="mergesort")
-        run_best = []
-        best = -1
-        for i in by_m:
-            if best < 0 or pt[i] < pt[best] or (pt[i] == pt[best] and i < best):
-                best = int(i)
-            run_best.append(best)
-        neg_m_sorted = -pm[by_m]                       # ascending
-        ack, off = keys["ack_t"].to_numpy(float), keys["offset"].to_numpy()
-        neg: list[int] = []                           # stack of -max_offset, increasing bottom..top
-        idx: list[int] = []
-        j = len(p) - 1
-        for q in np.argsort(-np.nan_to_num(ack, nan=-np.inf), kind="mergesort"):
-            a, x = ack[q], off[q]
-            n = int(np.searchsorted(neg_m_sorted, -x, side="left"))   # polls with max_offset > x
-            if n:
-                any_t[q], any_r[q] = pt[run_best[n - 1]], pr[run_best[n - 1]]
-            if np.isnan(a):
+    n_writes = len(keys)
+    after_t, any_t = np.full(n_writes, np.nan), np.full(n_writes, np.nan)
+    after_reader: list = [None] * n_writes
+    any_reader: list = [None] * n_writes
+    if n_writes and len(polls):
+        by_time = polls.sort_values(["t_first", "reader"], kind="mergesort").reset_index(drop=True)
+        poll_t = by_time["t_first"].to_numpy(float)
+        poll_max_offset = by_time["max_offset"].to_numpy()
+        poll_reader = by_time["reader"].to_numpy()
+        # any time: polls by max_offset descending, with the running earliest poll among them
+        by_max_offset = np.argsort(-poll_max_offset, kind="mergesort")
+        earliest_so_far = []
+        earliest = -1
+        for i in by_max_offset:
+            if earliest < 0 or poll_t[i] < poll_t[earliest] or (poll_t[i] == poll_t[earliest] and i < earliest):
+                earliest = int(i)
+            earliest_so_far.append(earliest)
+        neg_max_offsets = -poll_max_offset[by_max_offset]           # ascending
+        ack_t, offset = keys["ack_t"].to_numpy(float), keys["offset"].to_numpy()
+        stack_neg_max: list[int] = []                 # stack of -max_offset, increasing bottom..top
+        stack_poll: list[int] = []                    # the poll (row of by_time) of each stack entry
+        next_poll = len(by_time) - 1                  # polls are added latest first
+        for w in np.argsort(-np.nan_to_num(ack_t, nan=-np.inf), kind="mergesort"):   # latest ack first
+            write_ack_t, write_offset = ack_t[w], offset[w]
+            n_past = int(np.searchsorted(neg_max_offsets, -write_offset, side="left"))  # polls with max_offset > it
+            if n_past:
+                best = earliest_so_far[n_past - 1]
+                any_t[w], any_reader[w] = poll_t[best], poll_reader[best]
+            if np.isnan(write_ack_t):
                 continue
-            while j >= 0 and pt[j] >= a:
-                while neg and -neg[-1] <= pm[j]:
-                    neg.pop()
-                    idx.pop()
-                neg.append(-int(pm[j]))
-                idx.append(j)
-                j -= 1
-            k = bisect.bisect_left(neg, -int(x)) - 1
-            if k >= 0:
-                after_t[q], after_r[q] = pt[idx[k]], pr[idx[k]]
+            while next_poll >= 0 and poll_t[next_poll] >= write_ack_t:
+                while stack_neg_max and -stack_neg_max[-1] <= poll_max_offset[next_poll]:
+                    stack_neg_max.pop()
+                    stack_poll.pop()
+                stack_neg_max.append(-int(poll_max_offset[next_poll]))
+                stack_poll.append(next_poll)
+                next_poll -= 1
+            pos = bisect.bisect_left(stack_neg_max, -int(write_offset)) - 1
+            if pos >= 0:
+                after_t[w], after_reader[w] = poll_t[stack_poll[pos]], poll_reader[stack_poll[pos]]
     # explicit dtypes: an empty or all-null object column would not convert to Arrow strings
     return pd.DataFrame({"topic": pd.Series(keys["topic"].to_numpy(), dtype=object),
                          "partition": pd.Series(keys["partition"].to_numpy(), dtype="int32"),
                          "process": pd.Series(keys["process"].to_numpy(), dtype=object),
                          "op": pd.Series(keys["op"].to_numpy(), dtype="int64"),
-                         "after_t": after_t, "after_reader": pd.Series(after_r, dtype=object),
-                         "any_t": any_t, "any_reader": pd.Series(any_r, dtype=object)})
+                         "after_t": after_t, "after_reader": pd.Series(after_reader, dtype=object),
+                         "any_t": any_t, "any_reader": pd.Series(any_reader, dtype=object)})
 
 

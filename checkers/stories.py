@@ -9,7 +9,8 @@ and what was lost. This module classifies that chain into a stable *mechanism* l
 sentences, each step pointing at the event line it comes from.
 
 Inputs are the run's small logs as the driver already holds them (checkers/load.py: timeline
-rows, cluster and proxy events with ``source`` and ``line``), run.json and the per-partition
+rows, cluster and proxy events with ``source`` and ``line``), run.json, the features the run
+recorded as in force (checkers/features.py: which Kafka rules were on) and the per-partition
 extent of the lost writes the partition tasks return (checkers/kernel.py ``lost_extent``).
 Pure Python and stdlib only: the report, ``faultline suite``, ``faultline shrink`` and the
 Kafka-log event source use the same labels, and none of them needs Spark to read them.
@@ -25,6 +26,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from checkers.features import FeaturesInForce, Gate
 
 #: the stable machine labels (docs/verdict-format.md): the primary one is the protocol step that
 #: let the loss through; a story lists the others that also applied
@@ -88,33 +91,12 @@ def unclean_allowed(run: dict[str, Any]) -> bool:
     return False
 
 
-def _mv(run: dict[str, Any]) -> tuple[int, int] | None:
-    """The run's metadata.version as (major, minor), e.g. "3.4" or "3.9-IV0" -> (3, 4) / (3, 9)."""
-    v = (run.get("switches") or {}).get("metadata.version")
-    m = re.match(r"^\s*(\d+)\.(\d+)", str(v)) if v is not None else None
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def _gate(run: dict[str, Any], key: str, since: tuple[int, int], feature: str) -> tuple[bool | None, str]:
-    """(on, why) of a protocol gate: an explicit switch, else metadata.version against the release
-    that brought it (Kafka's MetadataVersion gates; kraftsim/features.py mirrors them)."""
-    sw = run.get("switches") or {}
-    if key in sw and sw[key] is not None:
-        on = _truthy(sw[key]) or (_int(sw[key]) or 0) > 0
-        return on, f"{key}={str(sw[key]).lower()}"
-    mv = _mv(run)
-    if mv is None:
-        return None, ""
-    text = f"metadata.version={sw.get('metadata.version')}"
-    return mv >= since, (f"{text} predates {feature}, Kafka {since[0]}.{since[1]}" if mv < since else text)
-
-
-def _kip903(run: dict[str, Any]) -> tuple[bool | None, str]:
-    return _gate(run, "kip903.enabled", (3, 5), "KIP-903")
-
-
-def _elr(run: dict[str, Any]) -> tuple[bool | None, str]:
-    return _gate(run, "eligible.leader.replicas.version", (4, 1), "KIP-966's ELR")
+def _gate_state(g: Gate) -> str:
+    """How a story names a gate's state: on or off and what decided it (the run's own record,
+    checkers/features.py), or that the run does not say - never a guess from a version string."""
+    if g.enabled is None:
+        return f"not recorded as on or off ({g.because()})"
+    return f"on ({g.because()}), yet did not stop it" if g.enabled else f"off ({g.because()})"
 
 
 #: what ``allowed_by`` names when every replica that held the lost writes lost its unflushed
@@ -219,7 +201,8 @@ def _node_of(e: dict[str, Any]) -> int | None:
     return b if b is not None else _int(e.get("node"))
 
 
-def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | None) -> dict[str, Any]:
+def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | None,
+           features: FeaturesInForce) -> dict[str, Any]:
     topic, part = st["topic"], int(st["partition"])
     n = int(st.get("lost") or 0)
     l0, l1 = _int(st.get("lost_first_offset")), _int(st.get("lost_last_offset"))
@@ -416,10 +399,8 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 steps.append(_Step(alone["t"], "isr_changed", f"At {_t(alone['t'])} the ISR of {topic}@{part} shrank to "
                                    f"[{wb}] (partition epoch {alone.get('partition_epoch')}): broker {wb} alone held "
                                    f"the writes acknowledged from then on.", alone, 2))
-            elr, why = _elr(run)
             rule = ("KIP-966's rule (ReplicationControlManager.handleBrokerUncleanShutdown: a broker back from an "
-                    "unclean shutdown leaves the ELR) was " + (f"off ({why})" if elr is False
-                                                            else "on, yet did not stop it" if elr else "not applied"))
+                    "unclean shutdown leaves the ELR) was " + _gate_state(features.gate("elr")))
             steps.append(_Step(et, "election", f"At {_t(et)} broker {wb}, the last replica standing in the ISR "
                                f"{prior_isr if prior_isr is not None else ''}, was elected leader again (leader epoch {ep}, "
                                f"reason {reason or '?'}) with its shortened log; {rule}.", loss_el, 0))
@@ -429,13 +410,12 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 bep = _epochs(readmit)
                 sent = bep.get(wb)
                 ver = _int(readmit.get("version"))
-                kip, why = _kip903(run)
                 carried = (f"carrying broker epoch {sent} for it" if sent is not None else
                            f"carrying no broker epochs (AlterPartition v{ver})" if ver is not None and ver < 3 else
                            "carrying no broker epoch for it")
                 rule = ("KIP-903's check (ReplicationControlManager.ineligibleReplicasForIsr: reject a replica whose "
                         "broker epoch does not match its registration with INELIGIBLE_REPLICA) was "
-                        + (f"off ({why})" if kip is False else "on, yet did not stop it" if kip else "not applied"))
+                        + _gate_state(features.gate("kip903")))
                 steps.append(_Step(readmit["t"], "alter_partition",
                                    f"At {_t(readmit['t'])} the controller accepted an AlterPartition from leader "
                                    f"{readmit.get('leader')} that put broker {wb} back into the ISR {readmit.get('new_isr')} "
@@ -525,14 +505,17 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
 
 
 def build_stories(stats: list[dict[str, Any]], events: list[dict[str, Any]], timeline: list[dict[str, Any]],
-                  run: dict[str, Any], *, min_isr: int | None = None) -> list[dict[str, Any]]:
+                  run: dict[str, Any], *, features: FeaturesInForce,
+                  min_isr: int | None = None) -> list[dict[str, Any]]:
     """One story per topic-partition with lost writes (``stats`` rows with ``lost`` > 0 and the
-    ``lost_*`` extent of checkers/kernel.py), ordered by lost count then name."""
+    ``lost_*`` extent of checkers/kernel.py), ordered by lost count then name. ``features``: the
+    gates the run recorded as in force (checkers/features.py); a story names a gate's state as
+    that record says, or says the run does not record it."""
     todo = [s for s in stats if int(s.get("lost") or 0) > 0 and s.get("partition") is not None]
     if not todo:
         return []
     w = _world(events, timeline)
-    out = [_story(s, w, run, min_isr) for s in todo]
+    out = [_story(s, w, run, min_isr, features) for s in todo]
     out.sort(key=lambda s: (-s["lost"]["count"], str(s["topic"]), s["partition"]))
     return out
 

@@ -11,6 +11,10 @@ looked for, or broke a promise, is conclusive; a run that found nothing is only 
 tested something - at least one acknowledged write, and a complete read (the final drain's end)
 of every partition that had acknowledged writes. Otherwise it is *inconclusive*, with the reason,
 and has its own exit code (:data:`EXIT_INCONCLUSIVE`): a run that wrote nothing must never pass.
+
+Each anomaly family runs check-safe (checkers/families.py); the families' answers merge as
+Jepsen's merge-valid (:func:`validity`), and a family that raised turns a run that found nothing
+into an inconclusive one naming it (:func:`failure_reasons`).
 """
 from __future__ import annotations
 
@@ -67,6 +71,32 @@ def thin_evidence(acked: int, stats: list[dict[str, Any]]) -> list[str]:
             f"with acknowledged writes: {named}"]
 
 
+# -- family failures (checkers/families.py: each family runs check-safe) -----------------------
+
+def validity(invalid_because: list[str], failures: list[dict[str, Any]]) -> str:
+    """Jepsen's merge-valid over the families, false over unknown over true: ``invalid`` when
+    any family found an anomaly that breaks a promise (a definite finding stands, whatever else
+    failed), else ``unknown`` when a family raised, else ``valid``."""
+    if invalid_because:
+        return "invalid"
+    return "unknown" if failures else "valid"
+
+
+def failure_reasons(failures: list[dict[str, Any]], expected: str) -> list[str]:
+    """The inconclusive reasons family failures give a run that found nothing: under ``loss``
+    only a failure of the family that counts lost writes (the others cannot hide a loss);
+    under ``no-loss`` every failure (any family could have found what breaks a promise)."""
+    if expected == "loss":
+        failures = [f for f in failures if "lost_write" in f.get("anomalies", [])]
+    out = []
+    for f in failures:
+        parts = f["partitions"]
+        named = ", ".join(parts[:_NAMED]) + (f" and {len(parts) - _NAMED} more" if len(parts) > _NAMED else "")
+        out.append(f"anomaly family {f['family']} ({', '.join(f.get('anomalies') or [])}) failed on "
+                   f"{len(parts)} partition{'s' if len(parts) != 1 else ''} ({named}): {f['error']}")
+    return out
+
+
 def exit_code(verdict: dict[str, Any]) -> int:
     """0 as expected, 1 not as expected, 4 inconclusive (too little evidence to tell)."""
     if verdict.get("outcome") == "inconclusive":
@@ -86,6 +116,9 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
     # found what it looked for (or a broken promise) is conclusive; finding nothing needs evidence
     found_nothing = (expected == "no-loss" and as_expected) or (expected == "loss" and not as_expected)
     thin = thin_evidence(an.acked_writes, an.stats) if found_nothing else []
+    # a family that raised leaves a run that found nothing without an answer (docs/verdict-format.md)
+    thin += failure_reasons(an.family_failures, expected) if found_nothing else []
+    merged = validity(bad, an.family_failures)
     outcome = "inconclusive" if thin else ("as_expected" if as_expected else "unexpected")
     n_incidents, by_kind = incidents.headline(an.extra.get("incidents") or {}, counts, bad)
     by_part = {pkey(r["topic"], r["partition"]): int(r["lost"]) for r in an.stats if r.get("lost")}
@@ -98,7 +131,9 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
     return {
         "outcome": outcome,
         "inconclusive_because": thin,
-        "valid": valid,
+        "valid": merged == "valid",
+        "validity": merged,
+        "family_failures": list(an.family_failures),
         "incidents": n_incidents,
         "incidents_by_anomaly": by_kind,
         "counts": counts,

@@ -7,6 +7,8 @@ kraftsim run is in test_kraftsim_runs.py.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from checkers.job import check_run
@@ -219,3 +221,83 @@ def test_ack_below_min_isr(spark, tmp_path):
     _shape(s)
     assert s["mechanism"] == "ack_below_min_isr" and v["mechanisms"] == {"ack_below_min_isr": 2}
     assert any("min.insync.replicas=2" in x for x in s["sentences"]), s["sentences"]
+
+
+# ------------------------------------------------------------------ which KIP-903 gate was in force
+
+def stale_alter_partition(b: HistoryBuilder, t: str) -> None:
+    """Seed 000's pattern: broker 2's disk is wiped, a delayed AlterPartition from leader 1 puts it
+    back into the ISR, leader 1 is killed and the empty broker 2 is elected."""
+    b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
+            isr=[1, 2], elr=[], reason="initial")
+    _writes(b, t, 5, 2.0)                                            # offsets 0-4
+    b.fault("f-wipe", "disk-wipe", ["broker-2"], 3.0, 3.5)
+    b.event("controller", 4.0, "broker_registered", broker=2, broker_epoch=50, previous_broker_epoch=-1,
+            clean_shutdown=False)
+    b.event("controller", 5.0, "alter_partition", topic=t, partition=0, leader=1, new_isr=[1, 2], partition_epoch=2,
+            version=2, accepted=True)
+    b.event("controller", 5.0, "isr_changed", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=2,
+            isr=[1, 2], elr=[], reason="alter_partition")
+    b.fault("f-kill", "kill", ["broker-1"], 6.0, None)
+    b.event("controller", 6.5, "leader_elected", topic=t, partition=0, leader=2, leader_epoch=1, partition_epoch=3,
+            isr=[2], elr=[], reason="leader_fenced")
+    b.event("broker-2", 6.6, "became_leader", role="broker", node=2, topic=t, partition=0, broker=2, leader_epoch=1,
+            log_start_offset=0, log_end_offset=0, hwm=0)
+    _writes(b, t, 2, 8.0, proc="producer-1", first=0)               # offsets 0-1 again
+    b.drain(t, 0, [(0, f"producer-1-{t}-0"), (1, f"producer-1-{t}-1")], 2, 20.0, process=f"{t}.drain")
+
+
+def _kip903_run(spark, tmp_path, metadata_version: str | None, record: str) -> dict:
+    """The stale-AlterPartition run at ``metadata_version`` as the harness records it (run.json
+    switches), with the features kraftsim's own launcher derives for it written where the run
+    carries them: ``cluster/features.json`` ("file"), the controller's first event ("event"),
+    or nowhere ("none": real Kafka records no features)."""
+    from kraftsim.cluster import features_in_force   # the record exactly as the launcher writes it
+    b = HistoryBuilder()
+    switches = {"metadata.version": metadata_version} if metadata_version else {}
+    rec = features_in_force(switches) if metadata_version else None
+    if record == "event":
+        b.event("controller", 0.1, "features", node=1000, **rec)
+    stale_alter_partition(b, "faultline")
+    rd = b.write(tmp_path / "run", expect="loss", switches=switches,
+                 topic={"name": "faultline", "min_insync_replicas": 1})
+    if record == "file":
+        (rd / "cluster").mkdir()
+        (rd / "cluster" / "features.json").write_text(json.dumps(rec, indent=2) + "\n")
+    return check_run(rd, spark=spark)
+
+
+def _kip903_sentence(v: dict) -> str:
+    (s,) = v["stories"]
+    _shape(s)
+    assert s["mechanism"] == "stale_alter_partition_readmit", s
+    (text,) = [x for x in s["sentences"] if "KIP-903's check" in x]
+    return text
+
+
+@pytest.mark.parametrize("record", ["file", "event"])
+def test_kip903_check_was_off_at_3_5_iv0(spark, tmp_path, record):
+    """KIP-903 arrives with IBP_3_5_IV1: a cluster at 3.5-IV0 ran without it, and the story says
+    so from the cluster's own record, not from a release-level reading of the version."""
+    v = _kip903_run(spark, tmp_path, "3.5-IV0", record)
+    assert "was off (metadata.version=3.5-IV0)" in _kip903_sentence(v)
+    got = v["checker"]["features"]
+    assert got["versions"] == {"metadata.version": "3.5-IV0"}
+    assert got["gates"]["kip903"] == {"enabled": False, "decided_by": "metadata.version", "kind": "protocol",
+                                      "version": "3.5-IV0"}
+    assert got["source"] == ("cluster/features.json" if record == "file"
+                             else "cluster-logs/controller/events.jsonl line 1")
+
+
+def test_kip903_check_was_on_at_3_5_iv1(spark, tmp_path):
+    v = _kip903_run(spark, tmp_path, "3.5-IV1", "file")
+    assert "was on (metadata.version=3.5-IV1), yet did not stop it" in _kip903_sentence(v)
+
+
+def test_no_features_record_says_the_gate_is_unknown(spark, tmp_path):
+    """Real Kafka writes no features record: the story claims neither on nor off."""
+    v = _kip903_run(spark, tmp_path, None, "none")
+    text = _kip903_sentence(v)
+    assert "was not recorded as on or off (the run has no features.json or controller 'features' event)" in text
+    assert "was off" not in text and "was on" not in text
+    assert v["checker"]["features"]["source"] is None

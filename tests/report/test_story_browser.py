@@ -72,7 +72,9 @@ def test_kip903_story_on_the_first_screen(kip903_report: Path, open_page, tmp_pa
     told = " ".join(texts)
     assert "broker 2's disk was wiped" in told                                       # the wiped broker
     assert "accepted an AlterPartition from leader 1 that put broker 2 back into the ISR" in told
-    assert "INELIGIBLE_REPLICA" in told and "kip903.enabled=false" in told           # the rule not applied
+    assert "INELIGIBLE_REPLICA" in told and "carrying no broker epochs" in told     # the rule not applied
+    # the fixture's run predates kraftsim's features record: the story claims no gate it cannot read
+    assert "was not recorded as on or off" in told
     assert "elected broker 2 leader of faultline@0" in told                           # the election
     lost = story["lost"]
     assert texts[-1] == (f"Lost: {lost['count']} acknowledged writes of faultline@0, offsets "

@@ -1,0 +1,127 @@
+"""The anomaly families, declared once, each run check-safe.
+
+Jepsen composes its checkers as a named map (``jepsen.checker/compose``) and runs each one
+through ``check-safe``: a checker that throws gives ``{:valid? :unknown, :error ...}`` instead
+of failing the whole check, and ``merge-valid`` folds the results with false over unknown over
+true. faultline does the same per topic-partition: :data:`FAMILIES` lists every family once,
+with the evidence tables it fills (docs/anomalies.md), and :func:`run_families` runs each,
+catching what it raises. A family that raises leaves its tables empty for that partition and is
+reported as a failure - its name and the error in one line - while every other family still
+reports; the verdict folds the failures in (checkers/verdict.py: docs/verdict-format.md
+§family failures). A bug in one family never costs the run its other answers, and never passes
+for "nothing found".
+
+Each family is a module-level function ``(partition, inputs) -> {anomaly: (columns, count)}``
+(pickled by reference into the Spark tasks). ``inputs`` is the kernel's broadcast context
+(checkers/kernel.py ``Context``), typed here by what the families read so this module does not
+import the kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from checkers import divergence, failed, invariants, lost, polls, realtime, sends
+from checkers.invariants import IsrTimeline
+from checkers.lost import Foreign
+from checkers.partition import Partition
+
+#: one family's answer for one partition: anomaly -> (evidence columns, count)
+Findings = dict[str, tuple[dict[str, Any], int]]
+
+#: the longest error text a failure keeps (one line)
+ERROR_CHARS = 300
+
+
+class Inputs(Protocol):
+    """What the families read besides the partition (checkers/kernel.py ``Context``)."""
+    foreign: Foreign
+    min_isr: int | None
+    isr: dict[tuple[str, int], IsrTimeline]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One question about a topic-partition and the evidence tables its answers fill."""
+    name: str
+    anomalies: tuple[str, ...]
+    check: Callable[[Partition, Inputs], Findings]
+    #: only asked of a real topic-partition, not of the group of sends without one
+    partitioned: bool = True
+
+
+def _lost_writes(p: Partition, inputs: Inputs) -> Findings:
+    return lost.lost_and_unseen(p, inputs.foreign)
+
+
+def _divergence(p: Partition, inputs: Inputs) -> Findings:
+    return divergence.divergence(p, inputs.foreign)
+
+
+def _send_order(p: Partition, inputs: Inputs) -> Findings:
+    return sends.send_order(p)
+
+
+def _realtime_order(p: Partition, inputs: Inputs) -> Findings:
+    return realtime.realtime_regression(p)
+
+
+def _poll_order(p: Partition, inputs: Inputs) -> Findings:
+    return polls.poll_order(p)
+
+
+def _ack_below_min_isr(p: Partition, inputs: Inputs) -> Findings:
+    return {"ack_below_min_isr": invariants.ack_below_min_isr(p, inputs.isr.get((p.topic, p.partition)),
+                                                              inputs.min_isr)}
+
+
+def _visible_end(p: Partition, inputs: Inputs) -> Findings:
+    return {"visible_end_regression": invariants.visible_end_regression(p)}
+
+
+def _failed_writes(p: Partition, inputs: Inputs) -> Findings:
+    return failed.failed_visible(p, inputs.foreign)
+
+
+#: every anomaly family the checker runs, once; each anomaly of evidence.SCHEMAS is filled by
+#: exactly one of them (tests/checkers/test_families.py holds this)
+FAMILIES: tuple[Family, ...] = (
+    Family("lost_writes", ("lost_write", "unseen_at_end"), _lost_writes),
+    Family("divergence", ("inconsistent_offset", "duplicate", "offset_mismatch"), _divergence),
+    Family("send_order", ("nonmonotonic_send", "send_skip"), _send_order),
+    Family("realtime_order", ("realtime_offset_regression",), _realtime_order),
+    Family("poll_order", ("nonmonotonic_poll", "poll_skip"), _poll_order),
+    Family("ack_below_min_isr", ("ack_below_min_isr",), _ack_below_min_isr),
+    Family("visible_end", ("visible_end_regression",), _visible_end),
+    Family("failed_writes", ("failed_write_visible", "failed_write_visible_allowed"), _failed_writes,
+           partitioned=False),
+)
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most :data:`ERROR_CHARS` - never a traceback."""
+    msg = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 3] + "..."
+
+
+def run_families(p: Partition, inputs: Inputs, families: tuple[Family, ...] = FAMILIES
+                 ) -> tuple[Findings, list[tuple[str, str]]]:
+    """Every family's findings for one partition, and ``(family, one-line error)`` for each family
+    that raised (its anomalies then have no findings here). A family answering an anomaly it did
+    not declare is a failure too: its tables would be filled behind the list's back."""
+    found: Findings = {}
+    failures: list[tuple[str, str]] = []
+    for fam in families:
+        if fam.partitioned and p.partition is None:
+            continue
+        try:
+            got = fam.check(p, inputs)
+            extra = sorted(set(got) - set(fam.anomalies))
+            if extra:
+                raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
+        except Exception as exc:  # noqa: BLE001 - Jepsen's check-safe: one family's bug is its own
+            failures.append((fam.name, one_line(exc)))
+            continue
+        found.update(got)
+    return found, failures
