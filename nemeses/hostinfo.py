@@ -26,6 +26,8 @@ APACHE_KAFKA = "apache-kafka"
 IMPLEMENTATIONS = (APACHE_KAFKA, KRAFTSIM)
 #: the broker settings that decide what Kafka fsyncs (UnifiedLog.append, LogManager.flushDirtyLogs)
 FLUSH_KEYS = ("log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+#: the topic-level names of the same settings (TopicConfig; ServerTopicConfigSynonyms maps them)
+TOPIC_FLUSH_KEYS = {"flush.messages": "log.flush.interval.messages", "flush.ms": "log.flush.interval.ms"}
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -165,12 +167,13 @@ def flush_config(node: Node, params: dict[str, Any] | None = None) -> tuple[dict
     """(the broker's flush settings, where they were read) — source None when nothing could be
     read, which the cut then reports as uncertain. Sources, later ones winning: the config file
     (inventory ``kafka_config``, else the running process's own), its ``--override`` arguments,
-    then ``params.kafka_config`` (a mapping of Kafka keys: per-topic ``flush.messages`` /
-    ``flush.ms`` and dynamic broker configs live in the metadata, not on the host)."""
+    then ``params.kafka_config`` (a mapping of Kafka keys, broker or topic names: per-topic
+    ``flush.messages`` / ``flush.ms`` and dynamic broker configs live in the metadata, not on
+    the host)."""
     params = params or {}
     props, sources = node_config(node)
     extra = params.get("kafka_config")
     if isinstance(extra, dict) and extra:
-        props = {**props, **{str(k): str(v) for k, v in extra.items()}}
+        props = {**props, **{TOPIC_FLUSH_KEYS.get(str(k), str(k)): str(v) for k, v in extra.items()}}
         sources.append("params.kafka_config")
     return {k: props[k] for k in FLUSH_KEYS if k in props}, (" + ".join(sources) or None)

@@ -91,7 +91,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
     (``kept``), with their bytes: a loss lying only in a ``cut`` range may be the cut's, not
     Kafka's (checkers/stories.py labels it so; docs/nemeses.md)."""
     parts = report.get("partitions", [])
-    uncertain = [{"topic": p["topic"], "partition": p["partition"], **{k: v for k, v in p["uncertain"].items()}}
+    uncertain = [{"topic": p["topic"], "partition": p["partition"], **p["uncertain"]}
                  for p in parts if p.get("uncertain")]
     return {"partitions": {f"{p['topic']}-{p['partition']}": {
         "recovery_point": p["recovery_point"], "durable_offset": p.get("durable_offset"),
@@ -107,7 +107,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def cut_note(detail: dict[str, Any]) -> str:
-    """One line per run note: how much each host's cut removed and how much of it is uncertain."""
+    """The note's text: how much each host's cut removed and how much of it is uncertain."""
     out = []
     for host, d in detail.items():
         pc = d.get("page_cache_cut") if isinstance(d, dict) else None

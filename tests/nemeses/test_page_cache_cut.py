@@ -241,3 +241,22 @@ def test_controller_without_any_dir_is_one_line(tmp_path):
             assert "no metadata log dir known" in str(e) and "kafka_metadata_log_dir" in str(e) and "\n" not in str(e)
         else:
             raise AssertionError("a controller with no metadata log dir must be refused")
+
+
+def test_topic_flush_messages_given_in_params_is_used(tmp_path):
+    """A topic's ``flush.messages`` lives in the metadata, not on the host: a campaign gives it in
+    ``params.kafka_config`` under Kafka's topic name."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
+    node = TestNode("broker-1", "broker", 1, "127.0.0.1", command=["sleep", "600"])
+    node.log_dirs = [str(log_dir)]
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False, kafka_config={"flush.messages": 7})
+        assert log_end_offset(pdir) == 20
+        d = rec.undo["detail"]["broker-1"]
+        assert d["flush_config_source"] == "params.kafka_config" and d["page_cache_cut"]["flush"]["messages"] == 7
+    finally:
+        node.stop_service(9)
