@@ -38,6 +38,8 @@ MECHANISMS: dict[str, str] = {
     "empty_replica_elected": "an empty or truncated replica elected leader",
     "truncated_to_lossy_leader": "followers truncated to a leader that lost its tail",
     "ack_below_min_isr": "acknowledged while the ISR was below min.insync.replicas",
+    "page_cache_cut_uncertain": "uncertain (page-cache cut): lost only in offsets the cut removed although "
+                                "Kafka may have fsynced them",
     "unexplained": "no recorded fault or event explains the loss",
 }
 
@@ -122,6 +124,8 @@ class _World:
     events: list[dict[str, Any]]
     faults: list[dict[str, Any]]                 # {t, stop, fault, brokers, id, row}
     host_node: dict[str, int] = field(default_factory=dict)
+    #: page-cache cuts' uncertain ranges: {t, host, broker, topic, partition, cut: (from, to), why, row}
+    uncertain_cuts: list[dict[str, Any]] = field(default_factory=list)
 
     def broker_of(self, name: str) -> int | None:
         if name in self.host_node:
@@ -155,7 +159,32 @@ def _world(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> _Wor
                          "targets": targets, "brokers": [b for b in (w.broker_of(x) for x in targets) if b is not None],
                          "row": r})
     w.faults.sort(key=lambda f: f["t"])
+    w.uncertain_cuts = _uncertain_cuts(timeline, w)
     return w
+
+
+def _uncertain_cuts(timeline: list[dict[str, Any]], w: _World) -> list[dict[str, Any]]:
+    """The ``page_cache_cut.uncertain`` ranges the reboot nemesis records in its timeline note
+    (docs/nemeses.md: offsets cut although Kafka may have fsynced them, e.g. with
+    ``log.flush.interval.messages`` or ``.ms`` set, or unknown flush settings)."""
+    out = []
+    for r in timeline:
+        raw = r.get("detail")
+        if r.get("kind") != "note" or _num(r.get("t")) is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
+            continue
+        try:
+            detail = json.loads(raw)
+        except ValueError:
+            continue
+        for host, d in (detail.items() if isinstance(detail, dict) else ()):
+            pc = d.get("page_cache_cut") if isinstance(d, dict) else None
+            for u in (pc.get("uncertain") or []) if isinstance(pc, dict) else ():
+                cut = u.get("cut") if isinstance(u, dict) else None
+                if isinstance(cut, list) and len(cut) == 2 and _int(cut[0]) is not None and _int(cut[1]) is not None:
+                    out.append({"t": float(r["t"]), "host": host, "broker": w.broker_of(host), "topic": u.get("topic"),
+                                "partition": _int(u.get("partition")), "cut": (_int(cut[0]), _int(cut[1])),
+                                "why": "; ".join(str(x) for x in u.get("why") or []), "row": r})
+    return out
 
 
 def _tp(e: dict[str, Any], topic: str, partition: int) -> bool:
@@ -484,6 +513,22 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         steps.append(_Step(a0, "note", f"In that window: {n_el} leader election{'s' if n_el != 1 else ''} of the "
                            f"partition, {len(pe)} events of it in all, faults {', '.join(seen) or 'none'}; "
                            f"the raw evidence is below.", None, 0))
+    # every lost offset lies where a page-cache cut of the broker that came back short removed
+    # bytes Kafka may have fsynced: a real power loss may have kept them, so not shown to be Kafka's
+    if l0 is not None and l1 is not None:
+        short = _int(loss_el.get("leader")) if loss_el is not None else None
+        unc = [c for c in w.uncertain_cuts if c["topic"] == topic and c["partition"] == part
+               and c["t"] <= hi and c["cut"][0] <= l0 and l1 < c["cut"][1] and (short is None or c["broker"] == short)]
+        if unc:
+            c = unc[-1]
+            if primary != "unexplained":
+                mechs.insert(0, primary)
+            primary = "page_cache_cut_uncertain"
+            steps.append(_Step(c["t"], "fault", f"At {_t(c['t'])} the page-cache cut of {c['host']} removed offsets "
+                               f"{c['cut'][0]}-{c['cut'][1] - 1} of {topic}@{part}, which Kafka may have fsynced "
+                               f"({c['why'] or 'uncertain cut point'}): every lost write lies there, so a real power "
+                               f"loss may have kept them - uncertain (page-cache cut), not shown to be Kafka's.",
+                               c["row"], 0))
     steps.sort(key=lambda s: (math.inf if s.t is None else s.t))
     while len(steps) > MAX_SENTENCES - 1:
         drop = max(range(len(steps)), key=lambda i: (steps[i].rank, i))

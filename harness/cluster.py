@@ -436,6 +436,8 @@ class EmbeddedKraftsim:
             dirs = props.get("log.dirs") or props.get("log.dir")
             if dirs:
                 host["kafka_data_dirs"] = [d for d in dirs.split(",") if d]
+            if props.get("metadata.log.dir"):   # a controller's KRaft metadata log (reboot, disk-wipe)
+                host["kafka_metadata_log_dir"] = props["metadata.log.dir"]
             (controllers if role == "controller" else brokers)[stem] = host
         if not brokers:
             raise InfraError(f"kraftsim wrote no broker-<id>.properties in {self.dir}")
@@ -444,7 +446,10 @@ class EmbeddedKraftsim:
         for h in controllers.values():
             if h["kafka_node_id"] in ids:
                 h["kafka_node_id"] = 1000 + h["kafka_node_id"]
-        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap},
+        # kafka_implementation: kraftsim rewrites recovery-point-offset-checkpoint at every flush, so
+        # a page-cache-loss cut may trust it exactly (nemeses.hostinfo.implementation)
+        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
+                                "kafka_implementation": "kraftsim"},
                        "children": {"brokers": {"hosts": brokers},
                                     **({"controllers": {"hosts": controllers}} if controllers else {})}}}
         path = self.run_dir / "inventory.yaml"

@@ -6,9 +6,11 @@ this is the KIP-903 race; alone it checks that an empty replica is kept out of t
 until it has caught up (seed 003 §2.9 consistency rules) and that the controller gives it a
 new broker epoch at registration (seed 003 §1.2.2).
 
-SIGKILL the broker, run ``nemeses/scripts/wipe_log_dirs.py`` on the host (``python3 -``:
+SIGKILL the node, run ``nemeses/scripts/wipe_log_dirs.py`` on the host (``python3 -``:
 empties every log dir, rewrites meta.properties with the same node.id and cluster.id and a
-new directory.id), then restart it (``restart: false`` leaves it down until heal).
+new directory.id), then restart it (``restart: false`` leaves it down until heal). A broker's
+disk is its ``log.dirs``; a controller's is its ``metadata.log.dir`` (the KRaft metadata log and
+``quorum-state``): it comes back empty and catches up from the quorum's leader as a follower.
 Nothing is undone by heal - a wiped disk stays wiped - heal only ensures it runs again.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from typing import Any
 
 from nemeses.base import FaultRecord, Nemesis, register
-from nemeses.hostinfo import log_dirs
+from nemeses.hostinfo import wipe_dirs
 from nemeses.reboot import kill_broker
 from nemeses.scripts import script_text
 
@@ -25,14 +27,14 @@ from nemeses.scripts import script_text
 @register
 class DiskWipe(Nemesis):
     name = "disk-wipe"
-    description = "SIGKILL a broker, empty its log dirs keeping node.id/cluster.id, restart it"
+    description = "SIGKILL a broker or controller, empty its log (or metadata log) dirs keeping node.id/cluster.id, restart it"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
         unknown = [t for t in targets if t not in self.ctx.nodes]
         if unknown or not targets:
             raise ValueError(f"disk-wipe: unknown target(s) {unknown or targets}; known: {', '.join(self.ctx.nodes)}")
         nodes = [self.ctx.nodes[t] for t in targets]
-        plan = {n.name: log_dirs(n, params) for n in nodes}
+        plan = {n.name: wipe_dirs(n, params) for n in nodes}
         record = FaultRecord(fault=self.name, targets=list(targets), params=dict(params), undo={"restart": targets})
         self.begin(record)
         detail = {}

@@ -2,28 +2,36 @@
 
 Why (seed 000, opening: "the broker reboots and some logs have not flushed from the page
 cache ... the data on this broker is lost"; seed 003, Last Replica Standing): Kafka acks
-``acks=all`` writes from memory; only ``log.flush.interval.messages`` or the OS flush them.
-A SIGKILL alone keeps the page cache, so it does not lose anything; a power loss does.
+``acks=all`` writes from memory; only its own fsyncs (segment rolls, ``log.flush.interval.*``,
+the KRaft client's flush of the metadata log) or the OS make them durable. A SIGKILL alone keeps
+the page cache, so it does not lose anything; a power loss does.
+
+Targets are brokers (their ``log.dirs``, and ``metadata.log.dir`` when it is elsewhere) and
+controllers (their ``metadata.log.dir``: the KRaft metadata log, nemeses.hostinfo.fault_dirs).
 
 Modes (``params.mode``):
 
-- ``truncate-unflushed`` (everywhere): SIGKILL the broker, then run
+- ``truncate-unflushed`` (everywhere): SIGKILL the node, then run
   ``nemeses/scripts/truncate_unflushed.py`` on the host with ``python3 -`` (stdlib only; it
   reads Kafka's recovery-point-offset-checkpoint and record batch v2 headers) to cut each
-  partition back to its recovery point (``cut: recovery-point``) or a seeded random point
-  after it (``cut: random``), then restart.
-- ``lazyfs``: where the data dir is on LazyFS, SIGKILL the broker and write
+  partition back to what Kafka had fsynced (``cut: durable``, old name ``recovery-point``) or a
+  seeded random point after it (``cut: random``), then restart. How the durable point is found
+  depends on who wrote the logs (hostinfo.implementation): on kraftsim the checkpoint is exact;
+  on Apache Kafka it is the checkpoint, raised by every rolled segment and by what
+  ``log.flush.interval.messages`` forced (the broker's own settings, hostinfo.flush_config), and
+  what cannot be known exactly is recorded as uncertain, per partition, on the timeline.
+- ``lazyfs``: where the data dir is on LazyFS, SIGKILL the node and write
   ``lazyfs::clear-cache`` to LazyFS's FIFO (``params.fifo``), as Jepsen does; restart.
 - ``sysrq``: where ``/proc/sysrq-trigger`` is writable, ``echo b`` to it (immediate reboot,
-  no sync), wait for the host with ``transport.reconnect``, start the broker. Where it is
+  no sync), wait for the host with ``transport.reconnect``, start the node. Where it is
   not (these machines' kernels, and every host that shares the harness's kernel), the host
   crash is emulated: every process of the host's network namespace (local namespaces), of
   the container (Docker: the engine kills its init, then starts it again with its volumes),
-  or the broker's processes (SSH hosts without SysRq) are SIGKILLed, and
+  or the node's processes (SSH hosts without SysRq) are SIGKILLed, and
   ``truncate-unflushed`` is applied before the restart. Which one ran is recorded on the
   timeline.
 
-``restart: false`` leaves the broker down until ``stop`` (heal) starts it.
+``restart: false`` leaves the node down until ``stop`` (heal) starts it.
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ from typing import Any
 
 from groundwork.transport.base import TransportError
 from nemeses.base import FaultRecord, Nemesis, Node, register
-from nemeses.hostinfo import log_dirs
+from nemeses.hostinfo import KRAFTSIM, fault_dirs, flush_config, implementation
 from nemeses.scripts import script_text
 
 MODES = ("truncate-unflushed", "lazyfs", "sysrq")
@@ -52,14 +60,23 @@ def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
     return pids
 
 
-def truncate_unflushed(node: Node, dirs: list[str], cut: str = "recovery-point", seed: int = 0,
-                       extra_markers: list[str] | None = None) -> dict[str, Any]:
-    """Run the cut on the host; returns its JSON report (raises with its one error line)."""
-    argv = ["python3", "-", "--cut", cut, "--seed", str(seed)]
+def truncate_unflushed(node: Node, dirs: list[str], cut: str = "durable", seed: int = 0,
+                       extra_markers: list[str] | None = None, *, flush_model: str = "kafka",
+                       config: dict[str, str] | None = None, config_known: bool = True) -> dict[str, Any]:
+    """Run the cut on the host; returns its JSON report (raises with its one error line).
+
+    ``flush_model``: ``checkpoint`` where the checkpoint is current (kraftsim), ``kafka`` for
+    Apache Kafka's flush paths; ``config``: the broker's ``log.flush.*`` settings."""
+    argv = ["python3", "-", "--cut", cut, "--seed", str(seed), "--flush-model", flush_model,
+            "--role", "controller" if node.role == "controller" else "broker"]
     for d in dirs:
         argv += ["--log-dir", d]
     for m in extra_markers or []:
         argv += ["--clean-marker", m]
+    for k, v in sorted((config or {}).items()):
+        argv += ["--config", f"{k}={v}"]
+    if not config_known:
+        argv.append("--config-unknown")
     res = node.transport.run(argv, input=script_text("truncate_unflushed.py"), sudo=True, timeout=120)
     if not res.ok:
         raise ValueError((res.stderr.strip().splitlines() or [f"{node.name}: truncate failed"])[-1])
@@ -67,17 +84,47 @@ def truncate_unflushed(node: Node, dirs: list[str], cut: str = "recovery-point",
 
 
 def summarise(report: dict[str, Any]) -> dict[str, Any]:
-    """The timeline keeps the figures, not every file name."""
+    """The timeline keeps the figures, not every file name.
+
+    ``page_cache_cut.uncertain`` lists, per partition, the offsets the cut removed although
+    Kafka may have fsynced them (``cut``) and those it kept although Kafka may not have
+    (``kept``), with their bytes: a loss lying only in a ``cut`` range may be the cut's, not
+    Kafka's (checkers/stories.py labels it so; docs/nemeses.md)."""
+    parts = report.get("partitions", [])
+    uncertain = [{"topic": p["topic"], "partition": p["partition"], **p["uncertain"]}
+                 for p in parts if p.get("uncertain")]
     return {"partitions": {f"{p['topic']}-{p['partition']}": {
-        "recovery_point": p["recovery_point"], "log_end_offset_before": p["log_end_offset_before"],
+        "recovery_point": p["recovery_point"], "durable_offset": p.get("durable_offset"),
+        "durable_by": p.get("durable_by"), "log_end_offset_before": p["log_end_offset_before"],
         "expected_log_end_offset": p["expected_log_end_offset"], "truncated_bytes": p["truncated_bytes"]}
-        for p in report.get("partitions", [])}, "markers_removed": len(report.get("markers_removed", []))}
+        for p in parts}, "markers_removed": len(report.get("markers_removed", [])),
+        "page_cache_cut": {"flush_model": report.get("flush_model"), "flush": report.get("flush"),
+                           "config_known": report.get("config_known"),
+                           "truncated_bytes": sum(p["truncated_bytes"] for p in parts),
+                           "uncertain_cut_bytes": sum(u.get("cut_bytes", 0) for u in uncertain),
+                           "uncertain_kept_bytes": sum(u.get("kept_bytes", 0) for u in uncertain),
+                           "uncertain": uncertain}}
+
+
+def cut_note(detail: dict[str, Any]) -> str:
+    """The note's text: how much each host's cut removed and how much of it is uncertain."""
+    out = []
+    for host, d in detail.items():
+        pc = d.get("page_cache_cut") if isinstance(d, dict) else None
+        if not pc:
+            continue
+        txt = f"{host}: page-cache cut ({pc['flush_model']}) removed {pc['truncated_bytes']} bytes"
+        if pc["uncertain_cut_bytes"] or pc["uncertain_kept_bytes"]:
+            txt += (f"; uncertain: {pc['uncertain_cut_bytes']} bytes cut that Kafka may have fsynced, "
+                    f"{pc['uncertain_kept_bytes']} kept that it may not have")
+        out.append(txt)
+    return "; ".join(out) or "reboot applied"
 
 
 @register
 class Reboot(Nemesis):
     name = "reboot"
-    description = "crash a broker losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
+    description = "crash a broker or controller losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
         mode = params.get("mode", "truncate-unflushed")
@@ -97,14 +144,23 @@ class Reboot(Nemesis):
             detail[node.name] = self._crash(node, mode, seed, params)
         record.undo["detail"] = detail
         self.update(record)
-        self.ctx.timeline.event("note", fault_id=record.id, what="reboot applied", detail=detail)
+        self.ctx.timeline.event("note", fault_id=record.id, what="reboot applied", text=cut_note(detail),
+                                detail=detail)
         if params.get("restart", True):
             for node in nodes:
                 node.start_service()
         return record
 
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
-        dirs = log_dirs(node, params) if mode != "lazyfs" else []
+        dirs = fault_dirs(node, params) if mode != "lazyfs" else []
+        model = "checkpoint" if implementation(node) == KRAFTSIM else "kafka"
+        # the running broker names its config: read it before the crash takes the process away
+        config, source = flush_config(node, params) if model == "kafka" and dirs else ({}, None)
+        cut = params.get("cut", "durable")
+
+        def cut_now() -> dict[str, Any]:
+            return truncate_unflushed(node, dirs, cut, seed, params.get("clean_markers"), flush_model=model,
+                                      config=config, config_known=source is not None)
         if mode == "sysrq":
             shares_our_kernel = _shares_local_kernel(node)
             if not shares_our_kernel and node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
@@ -113,12 +169,11 @@ class Reboot(Nemesis):
                 node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
                 return {"mode": "sysrq", "emulated": False}
             killed = self._kill_host(node, float(params.get("reconnect_timeout", 300)))
-            report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
-                                        params.get("clean_markers"))
+            report = cut_now()
             why = ("the host shares the harness machine's kernel (same boot id)" if shares_our_kernel
                    else "no /proc/sysrq-trigger on this kernel")
             return {"mode": "sysrq", "emulated": True, "why": why,
-                    "killed": killed, **summarise(report)}
+                    "killed": killed, "flush_config_source": source, **summarise(report)}
         killed = kill_broker(node)
         if mode == "lazyfs":
             fifo = params["fifo"]
@@ -127,9 +182,8 @@ class Reboot(Nemesis):
             if not res.ok:
                 raise TransportError(f"{node.name}: LazyFS fifo {fifo} took no command (is LazyFS running?)")
             return {"mode": "lazyfs", "killed": killed, "fifo": fifo}
-        report = truncate_unflushed(node, dirs, params.get("cut", "recovery-point"), seed,
-                                    params.get("clean_markers"))
-        return {"mode": mode, "killed": killed, **summarise(report)}
+        report = cut_now()
+        return {"mode": mode, "killed": killed, "flush_config_source": source, **summarise(report)}
 
     def _kill_host(self, node: Node, timeout: float) -> list[int]:
         """Emulated host crash: every process of the node's namespace, or of its container
@@ -147,7 +201,7 @@ class Reboot(Nemesis):
         return kill_broker(node)
 
     def stop(self, record: FaultRecord) -> None:
-        """Heal: every target broker is running again (started if the fault left it down)."""
+        """Heal: every target node is running again (started if the fault left it down)."""
         self.end(record, started=self.start_stopped_targets(record))
 
 

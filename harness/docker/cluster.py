@@ -107,7 +107,7 @@ def kraftsim_properties(inv: Inventory, spec: HostSpec, settings: dict[str, Any]
         props["controller.quorum.bootstrap.servers"] = f"{h}:{p}"
         props["log.dirs"] = ",".join(spec.data_dirs) or "/var/lib/kraftsim/data"
     else:
-        props["metadata.log.dir"] = (spec.data_dirs or ["/var/lib/kraftsim/metadata"])[0]
+        props["metadata.log.dir"] = spec.metadata_log_dir or (spec.data_dirs or ["/var/lib/kraftsim/metadata"])[0]
     if spec.event_log:
         props["event.log"] = spec.event_log
     if inv.cluster_id:

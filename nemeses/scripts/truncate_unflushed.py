@@ -1,27 +1,62 @@
 #!/usr/bin/env python3
-"""Cut a stopped Kafka broker's logs back to what a power loss would have left on disk.
+"""Cut a stopped Kafka node's logs back to what a power loss would have left on disk.
 
 Runs ON the Kafka host, stdlib only (shipped with ``python3 -`` through the transport),
-against Kafka's real on-disk formats, so it does the same to Apache Kafka and to kraftsim:
+against Kafka's real on-disk formats:
 
 - ``<log.dir>/recovery-point-offset-checkpoint``: ``0`` (version), entry count, then
-  ``<topic> <partition> <offset>`` lines. The recovery point is the offset below which the
-  log is known flushed (Kafka advances it only on flush; ``log.flush.interval.messages``).
+  ``<topic> <partition> <offset>`` lines: the offset below which each log was flushed when
+  the file was last written.
 - ``<log.dir>/<topic>-<partition>/<20-digit base offset>.log``: record batches, magic v2,
   each starting ``baseOffset int64, batchLength int32`` (the batch is 12 + batchLength
   bytes), ``lastOffsetDelta int32`` at byte 23.
 
 Why this is a page-cache loss (seed 000's opening paragraph; seed 003's Last Replica
 Standing): what the broker wrote but did not fsync lived only in the page cache; a crash
-loses it. With ``--cut recovery-point`` every batch holding an offset >= the recovery point
-is cut; with ``--cut random`` a seeded random byte between that position and the log end
-(a torn tail, which Kafka's recovery then truncates at the first incomplete batch).
-Segments wholly past the cut are deleted, index files (``.index``, ``.timeindex``,
-``.txnindex``) of the partition are removed so they are rebuilt, producer snapshots past
-the cut are deleted, and the clean-shutdown marker is removed so the broker runs recovery.
+loses it. The cut must never remove what Kafka had fsynced, or a red run would blame Kafka
+for a loss a real power cut could not cause. Where that point lies depends on who wrote the
+log (``--flush-model``):
+
+``checkpoint`` (kraftsim): kraftsim rewrites the checkpoint right after every flush and
+truncation (kraftsim/storage/manager.py), so the checkpoint *is* the durable point: exact.
+
+``kafka`` (Apache Kafka): the checkpoint is only a floor. Kafka writes it every
+``log.flush.offset.checkpoint.interval.ms`` (60 s; LogManager ``kafka-recovery-point-checkpoint``
+task → checkpointLogRecoveryOffsets) and after truncations, but fsyncs far more often:
+
+- at every segment roll: ``UnifiedLog.roll`` schedules ``flush-log`` →
+  ``flushUptoOffsetExclusive(newSegment.baseOffset)`` (3.4 ``scheduler.schedule``, 3.5+
+  ``scheduleOnce``; 3.7+ also fsyncs the roll's producer snapshot there). So every segment
+  but the newest is durable. The task is asynchronous: had the crash come right after the
+  roll, the previous segment may still have been in the page cache (kept, reported uncertain);
+- every ``log.flush.interval.messages`` offsets: ``UnifiedLog.append`` → ``flush(false)`` when
+  ``localLog.unflushedMessages >= config.flushInterval`` (synchronously, leader and follower
+  appends alike). The point is simulated batch by batch from the checkpoint; which batches one
+  append carried is not on disk, so the range from one interval below the log end is uncertain;
+- ``log.flush.interval.ms``: LogManager's ``kafka-log-flusher`` (``flushDirtyLogs``, first after
+  ``log.initial.task.delay.ms``, then every ``log.flush.scheduler.interval.ms``) flushes a log
+  last flushed that long ago. When it last ran is not on disk: every cut byte is uncertain;
+- the KRaft metadata log (``__cluster_metadata-0``, not owned by LogManager, so never in the
+  checkpoint; KafkaMetadataLog.apply opens it with ``recoveryPoint = 0``): a controller flushes
+  it after every append (KafkaRaftClient.flushLeaderLog as leader; appendAsFollower as voter,
+  and from 3.9 on every node with the controller role, KAFKA-17332). It is kept whole; the
+  last batch (the append in flight) is reported uncertain. A broker (an observer) flushes it
+  after every fetch in 3.4 only (3.5-3.8: voters only, KAFKA-13884): cut at its newest
+  segment, the rest uncertain.
+
+Where the durable point is not known exactly the report says so per partition: ``uncertain``
+``cut`` = offsets cut that Kafka may have fsynced (a loss only there may be the cut's, not
+Kafka's), ``kept`` = offsets kept that Kafka may not have fsynced.
+
+With ``--cut durable`` (``recovery-point`` is its old name) every batch from the durable point
+on is cut; with ``--cut random`` a seeded random byte between there and the log end (a torn
+tail, which Kafka's recovery truncates at the first incomplete batch). Segments wholly past the
+cut are deleted, index files (``.index``, ``.timeindex``, ``.txnindex``) of the partition are
+removed so they are rebuilt, producer snapshots past the cut are deleted, and the clean-shutdown
+marker is removed so the node runs recovery.
 
 Prints one JSON object: {"partitions": [...], "markers_removed": [...]}; exit 2 with one
-line on bad input (missing log dir, unreadable checkpoint).
+line on bad input (missing log dir, unreadable checkpoint, bad --config).
 """
 import argparse
 import json
@@ -34,6 +69,9 @@ import sys
 SEGMENT = re.compile(r"^(\d{20})\.log$")
 PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 CLEAN_MARKERS = (".kafka_cleanshutdown", "cleanshutdown", ".clean-shutdown")
+METADATA_TOPIC = "__cluster_metadata"
+NEVER = 2 ** 63 - 1  # Long.MaxValue: Kafka's default for the flush intervals (never)
+FLUSH_KEYS = ("log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms")
 
 
 def fail(msg):
@@ -77,19 +115,111 @@ def batches(path):
             pos = end
 
 
-def plan_partition(pdir, recovery_point, cut_mode, rng):
-    segs = sorted((int(m.group(1)), n) for n in os.listdir(pdir) if (m := SEGMENT.match(n)))
-    # byte ranges that were not flushed: [(segment path, from byte, to byte)]
+def flush_settings(pairs):
+    """The broker's flush settings (Kafka's keys and defaults); KafkaConfig.logFlushIntervalMs
+    falls back to log.flush.scheduler.interval.ms when log.flush.interval.ms is unset."""
+    raw = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or k.strip() not in FLUSH_KEYS:
+            fail(f"--config {p!r}: KEY=VALUE with KEY one of {', '.join(FLUSH_KEYS)} is wanted")
+        try:
+            raw[k.strip()] = int(v.strip())
+        except ValueError:
+            fail(f"--config {p!r}: an integer value is wanted")
+    sched = raw.get("log.flush.scheduler.interval.ms", NEVER)
+    return {"messages": raw.get("log.flush.interval.messages", NEVER),
+            "ms": raw.get("log.flush.interval.ms", sched), "scheduler_ms": sched}
+
+
+def durable_point(segs, floor, topic, role, model, flush, config_known):
+    """Where the power loss cuts this partition, and what is uncertain about it.
+
+    ``segs``: [(base offset, [(start, end, base, last), ...])] in offset order. Returns
+    {cut, by, lo, hi, why}: cut there; Kafka certainly fsynced below ``lo`` and may have
+    fsynced up to ``hi`` (lo <= cut <= hi)."""
+    all_b = [b for _, bs in segs for b in bs]
+    leo = all_b[-1][3] + 1 if all_b else (segs[-1][0] if segs else floor)
+    if model == "checkpoint":
+        return {"cut": floor, "by": "checkpoint", "lo": floor, "hi": floor, "why": []}
+    newest = segs[-1][0] if segs else floor
+    older = segs[-2][0] if len(segs) > 1 else None
+    why = []
+    if topic == METADATA_TOPIC:
+        if role == "controller":
+            last_base = all_b[-1][2] if all_b else leo
+            return {"cut": leo, "by": "raft-flush", "lo": min(last_base, leo), "hi": leo,
+                    "why": ["KafkaRaftClient flushes the metadata log after every append; the append in "
+                            "flight at the crash may not have reached the disk (kept)"]}
+        cut = newest
+        lo = older if older is not None and newest > 0 else newest
+        if leo > cut:
+            why.append("an observer's metadata log is flushed after every fetch by Kafka 3.4 "
+                       "(KafkaRaftClient.appendAsFollower), only at segment rolls by 3.5+ (KAFKA-13884)")
+        return {"cut": cut, "by": "segment-roll", "lo": min(lo, cut), "hi": leo, "why": why}
+    cut, by = floor, "checkpoint"
+    lo = floor
+    if newest > cut:
+        cut, by = newest, "segment-roll"
+        # the newest roll's flush-log task may not have run yet: its segment is kept, uncertain
+        lo = max(floor, older if older is not None else floor)
+        if lo < cut:
+            why.append("the last roll's flush (UnifiedLog.roll -> scheduleOnce flush-log) is "
+                       "asynchronous; it may not have run before the crash (kept)")
+    hi = cut
+    n = flush["messages"]
+    if n < NEVER and all_b:
+        rp = floor
+        for seg_base, bs in segs:
+            if seg_base > rp:
+                rp = seg_base       # the roll flushed everything below the new segment
+            for _, _, b, last in bs:
+                if last < floor:
+                    continue
+                if last + 1 - rp >= n:
+                    rp = last + 1   # UnifiedLog.append: unflushedMessages >= flushInterval -> flush
+        if rp > cut:
+            cut, by = rp, "log.flush.interval.messages"
+        # RP > (end of the last completed append) - n: certain only from one interval below the
+        # last batch; the last flush may have reached the log end
+        last_base = all_b[-1][2]
+        ends = [b[3] + 1 for b in all_b if b[3] + 1 >= last_base - n + 1]
+        lo_msgs = max(floor, min(ends) if ends else leo)
+        lo = max(lo, min(lo_msgs, cut))
+        hi = leo
+        why.append(f"log.flush.interval.messages={n}: which offsets the last flush reached depends on "
+                   "how appends grouped the batches")
+    if flush["ms"] < NEVER:
+        hi = leo
+        why.append(f"log.flush.interval.ms={flush['ms']} (flusher every {flush['scheduler_ms']} ms): "
+                   "when LogManager.flushDirtyLogs last flushed this log is not on disk")
+    if not config_known:
+        hi = leo
+        why.append("the broker's flush settings were not known (no config read)")
+    return {"cut": cut, "by": by, "lo": min(lo, cut), "hi": max(hi, cut), "why": why}
+
+
+def bytes_in(segs, a, b):
+    """Bytes of the batches lying in offsets [a, b)."""
+    return sum(e - s for _, bs in segs for s, e, base, last in bs if base >= a and last < b)
+
+
+def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config_known):
+    names = sorted((int(m.group(1)), n) for n in os.listdir(pdir) if (m := SEGMENT.match(n)))
+    segs = [(base, list(batches(os.path.join(pdir, name)))) for base, name in names]
+    point = durable_point(segs, floor, topic, role, model, flush, config_known)
+    durable = point["cut"]
+    # byte ranges past the durable point: [(segment path, from byte, to byte)]
     unflushed, leo, keep_end = [], None, {}
-    for base, name in segs:
+    for (base, name), (_, bs) in zip(names, segs):
         path = os.path.join(pdir, name)
         size = os.path.getsize(path)
         cut_at = size
-        for start, end, b, last in batches(path):
+        for start, end, b, last in bs:
             leo = last + 1
-            if last >= recovery_point and cut_at == size:
+            if last >= durable and cut_at == size:
                 cut_at = start
-        if base >= recovery_point:
+        if base >= durable:
             cut_at = 0
         keep_end[path] = cut_at
         if cut_at < size:
@@ -103,16 +233,18 @@ def plan_partition(pdir, recovery_point, cut_mode, rng):
                 break
             keep_end[path] = e
             pick -= e - s
-    return segs, keep_end, leo
+    return names, segs, keep_end, leo, point
 
 
-def apply(pdir, topic, part, recovery_point, cut_mode, rng, dry_run):
-    segs, keep_end, leo_before = plan_partition(pdir, recovery_point, cut_mode, rng)
-    report = {"dir": pdir, "topic": topic, "partition": part, "recovery_point": recovery_point,
+def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, config_known):
+    names, segs, keep_end, leo_before, point = plan_partition(pdir, floor, cut_mode, rng, topic, role, model,
+                                                              flush, config_known)
+    report = {"dir": pdir, "topic": topic, "partition": part, "recovery_point": floor,
               "log_end_offset_before": leo_before, "truncated_bytes": 0, "deleted_segments": [],
-              "truncated_segments": [], "deleted_files": []}
+              "truncated_segments": [], "deleted_files": [], "durable_offset": point["cut"],
+              "durable_by": point["by"]}
     first_lost, kept_leo = None, None
-    for base, name in segs:
+    for base, name in names:
         path = os.path.join(pdir, name)
         size, end = os.path.getsize(path), keep_end[path]
         for start, bend, b, last in batches(path):
@@ -132,7 +264,7 @@ def apply(pdir, topic, part, recovery_point, cut_mode, rng, dry_run):
             if not dry_run:
                 with open(path, "r+b") as fh:
                     fh.truncate(end)
-    cut_offset = kept_leo if kept_leo is not None else (segs[0][0] if segs else 0)
+    cut_offset = kept_leo if kept_leo is not None else (names[0][0] if names else 0)
     for n in sorted(os.listdir(pdir)):
         stem, _, ext = n.rpartition(".")
         if ext in ("index", "timeindex", "txnindex") or \
@@ -142,23 +274,44 @@ def apply(pdir, topic, part, recovery_point, cut_mode, rng, dry_run):
                 os.remove(os.path.join(pdir, n))
     report["first_lost_offset"] = first_lost
     report["expected_log_end_offset"] = cut_offset   # what Kafka's recovery will find
+    # what the power loss may have kept that the cut removed, and the reverse
+    unc = {}
+    if point["hi"] > cut_offset and leo_before is not None and cut_offset < leo_before:
+        hi = min(point["hi"], leo_before)
+        unc["cut"] = [cut_offset, hi]
+        unc["cut_bytes"] = bytes_in(segs, cut_offset, hi)
+    if point["lo"] < min(point["cut"], cut_offset):
+        top = min(point["cut"], cut_offset)
+        unc["kept"] = [point["lo"], top]
+        unc["kept_bytes"] = bytes_in(segs, point["lo"], top)
+    report["uncertain"] = {**unc, "why": point["why"]} if unc else None
     return report
 
 
 def main():
-    ap = argparse.ArgumentParser(description="page-cache-loss cut of a stopped Kafka broker's logs")
-    ap.add_argument("--log-dir", action="append", required=True, help="a log.dirs entry (repeatable)")
-    ap.add_argument("--cut", choices=["recovery-point", "random"], default="recovery-point")
+    ap = argparse.ArgumentParser(description="page-cache-loss cut of a stopped Kafka node's logs")
+    ap.add_argument("--log-dir", action="append", required=True, help="a log.dirs / metadata.log.dir entry (repeatable)")
+    ap.add_argument("--cut", choices=["durable", "recovery-point", "random"], default="durable")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--flush-model", choices=["checkpoint", "kafka"], default="kafka",
+                    help="checkpoint: the checkpoint is current (kraftsim); kafka: Apache Kafka's flush paths")
+    ap.add_argument("--role", choices=["broker", "controller"], default="broker")
+    ap.add_argument("--config", action="append", default=[], help="the broker's flush settings, KEY=VALUE")
+    ap.add_argument("--config-unknown", action="store_true",
+                    help="the broker's flush settings could not be read: every cut byte is uncertain")
     ap.add_argument("--clean-marker", action="append", default=[],
                     help="extra clean-shutdown marker file names to remove")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    out = {"partitions": [], "markers_removed": []}
+    cut_mode = "random" if a.cut == "random" else "durable"
+    flush = flush_settings(a.config)
+    known = a.flush_model == "checkpoint" or not a.config_unknown
+    out = {"partitions": [], "markers_removed": [], "flush_model": a.flush_model, "role": a.role,
+           "flush": {k: (None if v >= NEVER else v) for k, v in flush.items()}, "config_known": known}
     for d in a.log_dir:
         if not os.path.isdir(d):
-            fail(f"log dir {d} does not exist (check log.dirs in the broker's config)")
+            fail(f"log dir {d} does not exist (check log.dirs / metadata.log.dir in the node's config)")
         rp = read_checkpoint(os.path.join(d, "recovery-point-offset-checkpoint"))
         for n in sorted(os.listdir(d)):
             pdir = os.path.join(d, n)
@@ -168,8 +321,9 @@ def main():
             topic, part = m.group(1), int(m.group(2))
             if not any(SEGMENT.match(f) for f in os.listdir(pdir)):
                 continue
-            # no checkpoint entry: nothing of this partition was ever known flushed
-            out["partitions"].append(apply(pdir, topic, part, rp.get((topic, part), 0), a.cut, rng, a.dry_run))
+            # no checkpoint entry: nothing of this partition was known flushed when it was written
+            out["partitions"].append(apply(pdir, topic, part, rp.get((topic, part), 0), cut_mode, rng, a.dry_run,
+                                           a.role, a.flush_model, flush, known))
         for marker in list(CLEAN_MARKERS) + a.clean_marker:
             p = os.path.join(d, marker)
             if os.path.exists(p):

@@ -59,9 +59,12 @@ class KraftsimCluster:
                             log_path=str(self.root / f"broker-{i}" / "restart.log"),
                             pid_file=str(self.root / f"broker-{i}.pid"))
             node.log_dirs = p["log.dirs"].split(",")
+            node.implementation = "kraftsim"   # its checkpoint is exact (nemeses.hostinfo.implementation)
             self.nodes[node.name] = node
         c = TestNode("controller", "controller", 1000, "127.0.0.1", pid_file=str(self.root / "controller.pid"))
-        c.listeners = props(self.root / "controller.properties")["listeners"]
+        cp = props(self.root / "controller.properties")
+        c.listeners = cp["listeners"]
+        c.metadata_log_dir, c.implementation = cp["metadata.log.dir"], "kraftsim"
         self.nodes["controller"] = c
         return self
 

@@ -196,6 +196,136 @@ def test_page_cache_loss_and_controller_cut_over_ssh(lab):
         ssh.close()
 
 
+# ---- controllers: the KRaft metadata log (metadata.log.dir) in reach over SSH and in Docker
+
+def consume_all(bootstrap: str, topic: str, want: int, timeout: float = 60) -> list[bytes]:
+    """Every value of partition 0 from the beginning, until ``want`` of them (or the timeout)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fl-check-{time.time_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def produce_acked(bootstrap: str, topic: str, prefix: str, n: int) -> list[bytes]:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    acked: list[bytes] = []
+    for i in range(n):
+        p.produce(topic, f"{prefix}{i}".encode(), partition=0,
+                  on_delivery=lambda e, m: acked.append(m.value()) if e is None else None)
+        if i % 20 == 19:
+            p.flush(20)
+    p.flush(30)
+    return acked
+
+
+def controller_reboot_checks(nem: Reboot, ctl, ctl_events, admin_bootstrap: str, topic: str,
+                             seg_dir) -> None:
+    """Reboot the controller with page-cache loss (left down), check the cut against its
+    metadata log on disk, heal, and check it recovered to exactly that and serves again."""
+    rec = nem.start([ctl.name], mode="truncate-unflushed", restart=False)
+    d = rec.undo["detail"][ctl.name]
+    part = d["partitions"]["__cluster_metadata-0"]
+    assert d["page_cache_cut"]["flush_model"] == "checkpoint" and d["page_cache_cut"]["uncertain"] == []
+    assert part["log_end_offset_before"] > 0 and part["expected_log_end_offset"] == part["durable_offset"]
+    assert log_end_offset(seg_dir()) == part["expected_log_end_offset"]
+    t0 = time.time()
+    nem.stop(rec)                                                 # heal: started again through the transport
+    rev = wait_for(lambda: [e for e in events(ctl_events()) if e.get("event") == "recovery"
+                            and e.get("topic") == "__cluster_metadata" and e["wall"] >= t0 - 1],
+                   60, "the controller recovers its metadata log")
+    assert rev[0]["log_end_offset"] == part["expected_log_end_offset"]
+    wait_for(lambda: [e for e in events(ctl_events()) if e.get("event") == "controller_elected" and e["wall"] >= t0],
+             60, "the controller leads its quorum again")
+    # it serves: a new topic is created (a controller decision), and writes go on
+    admin = AdminClient({"bootstrap.servers": admin_bootstrap})   # kept alive until the result is in
+    admin.create_topics([NewTopic(f"{topic}-after", 1, 1)])[f"{topic}-after"].result(60)
+
+
+def test_page_cache_loss_of_a_controller_over_ssh(lab):
+    """The controller runs on the SSH host; its metadata log dir comes from the inventory's
+    ``kafka_metadata_log_dir`` (a ClusterNode, as a run builds it)."""
+    import yaml
+    from harness.cluster import ClusterNode
+    from harness.inventory import load_inventory
+    netlab, root = lab
+    ips = netlab.ips
+    ctl_addr = f"{ips['s1']}:9093"
+    d = root / "cluster-ctl"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    md = d / "controller" / "metadata"
+    write_props(d / "controller.properties", {"node.id": 1000, "process.roles": "controller",
+                "listeners": f"CONTROLLER://{ctl_addr}", "metadata.log.dir": md,
+                "event.log": d / "controller" / "events.jsonl", "min.insync.replicas": 1})
+    inv = d / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"all": {"vars": {
+        "faultline_transport": "ssh", "ansible_user": USER, "ansible_ssh_private_key_file": str(root / "client"),
+        "faultline_known_hosts": str(root / "known_hosts"), "faultline_sudo": True,
+        "kafka_bootstrap": f"{ips['c']}:9092", "kafka_implementation": "kraftsim"},
+        "children": {"controllers": {"hosts": {"controller": {
+            "ansible_host": ips["s1"], "kafka_node_id": 1000, "kafka_listeners": f"CONTROLLER://{ctl_addr}",
+            "kafka_metadata_log_dir": str(md),
+            "kafka_service": {"command": f"env PYTHONPATH={REPO} {sys.executable} -m kraftsim controller "
+                                         f"--config {d / 'controller.properties'}",
+                              "pidfile": str(d / "controller.pid"), "log": str(d / "controller.log")}}}},
+            "brokers": {"hosts": {"broker-1": {"ansible_host": ips["c"], "kafka_node_id": 1,
+                                               "kafka_service": {"systemd": "unused"}}}}}}}))
+    spec = load_inventory(inv).hosts["controller"]
+    assert spec.metadata_log_dir == str(md) and spec.data_dirs == []
+    ssh = SshTransport("controller", ips["s1"], 22, USER, str(root / "client"), known_hosts=str(root / "known_hosts"),
+                       sudo=True)
+    ctl = ClusterNode(spec, ssh)
+    py = [sys.executable, "-m", "kraftsim"]
+    env = {"PYTHONPATH": REPO}
+    brokers = []
+    for i, h in ((1, "c"), (2, "s2")):
+        write_props(d / f"broker-{i}.properties", {"node.id": i, "process.roles": "broker",
+                    "listeners": f"PLAINTEXT://{ips[h]}:9092", "controller.quorum.bootstrap.servers": ctl_addr,
+                    "log.dirs": d / f"broker-{i}" / "data", "event.log": d / f"broker-{i}" / "events.jsonl",
+                    "min.insync.replicas": 1})
+        brokers.append(TestNode(f"broker-{i}", "broker", i, ips[h], netns=netlab.ns(h), env=env,
+                                command=[*py, "broker", "--config", str(d / f"broker-{i}.properties")],
+                                log_path=str(d / f"broker-{i}.log")))
+    cev = d / "controller" / "events.jsonl"
+    try:
+        ctl.start_service()
+        for b in brokers:
+            b.start_service()
+        wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
+                 45, "both brokers unfenced")
+        bootstrap = f"{ips['c']}:9092,{ips['s2']}:9092"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("cr", 1, 2)])["cr"].result(30)
+        wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "cr" for e in events(cev)),
+                 20, "topic cr has a leader")
+        acked = produce_acked(bootstrap, "cr", "a", 100)
+        assert len(acked) == 100
+        nem = Reboot()
+        nem.setup(make_ctx(root / "ctx-ctl", [ctl, *brokers]))
+        controller_reboot_checks(nem, ctl, lambda: cev, bootstrap, "cr", lambda: md / "__cluster_metadata-0")
+        acked += produce_acked(bootstrap, "cr", "b", 100)
+        assert len(acked) == 200
+        got = consume_all(bootstrap, "cr", 200)
+        assert sorted(got) == sorted(acked), "an acknowledged write is missing after the controller's reboot"
+    finally:
+        for n in (*brokers, ctl):
+            try:
+                n.stop_service(9)
+            except Exception:
+                pass
+        ssh.close()
+
+
 # ---- Docker: kraftsim brokers in real containers (harness.docker.cluster, the documented way)
 
 DOCKER_LABEL = {"faultline.nemtest": "1"}
@@ -347,3 +477,35 @@ def test_sysrq_in_a_container_power_cycles_the_whole_container(docker_lab, tmp_p
     finally:
         nem.stop(rec)
     assert nodes["broker-2"].service_pids()
+
+
+def test_page_cache_loss_of_the_controller_in_docker(docker_lab, tmp_path):
+    """The controller container's metadata log dir comes from inventory/docker.yaml's
+    ``kafka_metadata_log_dir``; the cut runs inside the container."""
+    import docker
+    inv, nodes = docker_lab
+    client = docker.from_env()
+    ctl = nodes["controller"]
+    assert inv.hosts["controller"].metadata_log_dir == "/var/lib/kraftsim/metadata"
+
+    def vol(host: str, rel: str) -> Path:
+        v = client.volumes.get(f"{inv.hosts[host].container}-data")
+        return Path(v.attrs["Mountpoint"]) / rel
+
+    cev = vol("controller", "events.jsonl")
+    wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
+             60, "both containerised brokers unfenced")
+    bootstrap = inv.bootstrap or "10.250.6.11:9092,10.250.6.12:9092"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("cd", 1, 2)])["cd"].result(30)
+    wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "cd" for e in events(cev)),
+             20, "topic cd has a leader")
+    acked = produce_acked(bootstrap, "cd", "a", 100)
+    assert len(acked) == 100
+    nem = Reboot()
+    nem.setup(make_ctx(tmp_path, list(nodes.values())))
+    controller_reboot_checks(nem, ctl, lambda: cev, bootstrap, "cd",
+                             lambda: vol("controller", "metadata/__cluster_metadata-0"))
+    acked += produce_acked(bootstrap, "cd", "b", 100)
+    assert len(acked) == 200
+    assert sorted(consume_all(bootstrap, "cd", 200)) == sorted(acked)

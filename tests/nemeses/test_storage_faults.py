@@ -3,7 +3,9 @@
 The segment files are written with kio's record-batch writer (Kafka's magic v2 format),
 the broker "service" is a plain ``sleep`` process (the kraftsim broker is exercised in
 test_kraftsim_nemeses.py); the cut itself runs as the shipped stdlib script through
-``transport.run(input=...)``, exactly as on a remote Kafka host.
+``transport.run(input=...)``, exactly as on a remote Kafka host. The nodes here declare
+``implementation: kraftsim``: the checkpoint is then the exact durable point, and these tests
+are about the cut's mechanics (Apache Kafka's flush paths: test_page_cache_cut.py).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def broker(tmp_path):
     node = TestNode("broker-2", "broker", 2, "127.0.0.1", command=["sleep", "600"],
                     log_path=str(tmp_path / "svc.log"))
     node.log_dirs = [str(log_dir)]
+    node.implementation = "kraftsim"
     node.start_service()
     yield node, log_dir, make_ctx(tmp_path, [node])
     node.stop_service(9)
@@ -64,8 +67,10 @@ def test_truncate_unflushed_cuts_exactly_the_unflushed_suffix(broker, tmp_path):
     assert (log_dir / "replication-offset-checkpoint").exists() and (log_dir / "meta.properties").exists()
     note = [json.loads(l) for l in (tmp_path / "timeline.jsonl").read_text().splitlines()][1]
     parts = note["detail"]["broker-2"]["partitions"]
-    assert parts["orders-0"] == {"recovery_point": 10, "log_end_offset_before": 25,
-                                 "expected_log_end_offset": 10, "truncated_bytes": parts["orders-0"]["truncated_bytes"]}
+    assert parts["orders-0"] == {"recovery_point": 10, "durable_offset": 10, "durable_by": "checkpoint",
+                                 "log_end_offset_before": 25, "expected_log_end_offset": 10,
+                                 "truncated_bytes": parts["orders-0"]["truncated_bytes"]}
+    assert note["detail"]["broker-2"]["page_cache_cut"]["uncertain"] == []   # exact: nothing uncertain
     assert parts["orders-0"]["truncated_bytes"] > 0 and parts["orders-1"]["truncated_bytes"] == 0
     nem.stop(rec)
     assert [e["op"] for e in map(json.loads, (tmp_path / "ledger.jsonl").read_text().splitlines())][-1] == "healed"
@@ -80,6 +85,7 @@ def test_random_cut_is_seeded_and_torn_tail_is_reported(tmp_path, seed):
         build(log_dir)
         node = TestNode("broker-2", "broker", 2, "127.0.0.1", command=["sleep", "600"])
         node.log_dirs = [str(log_dir)]
+        node.implementation = "kraftsim"
         nem = Reboot()
         nem.setup(make_ctx(tmp_path / run, [node]))
         rec = nem.start(["broker-2"], mode="truncate-unflushed", cut="random", seed=seed, restart=False)
@@ -150,6 +156,7 @@ def test_sysrq_is_emulated_here_killing_the_whole_namespace(tmp_path):
         build(log_dir)
         node = TestNode("broker-2", "broker", 2, lab.ips["h1"], netns=lab.ns("h1"), command=["sleep", "600"])
         node.log_dirs = [str(log_dir)]
+        node.implementation = "kraftsim"
         node.start_service()
         bystander = node.transport.spawn(["sleep", "600"], log_path="/dev/null")
         try:

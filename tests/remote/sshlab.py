@@ -194,7 +194,8 @@ def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | No
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         groups[role + "s"]["hosts"][name] = {
             "ansible_host": h.ip, "kafka_node_id": node_id, "kafka_listeners": listeners,
-            "kafka_data_dirs": [str(d / ("metadata" if role == "controller" else "data"))],
+            **({"kafka_metadata_log_dir": str(d / "metadata")} if role == "controller" else
+               {"kafka_data_dirs": [str(d / "data")]}),
             "kafka_event_log": str(d / "events.jsonl"),
             "kafka_service": {"command": f"{sys.executable} -m kraftsim {role} --config {cfg}",
                               "pidfile": str(d / "kraftsim.pid"), "log": str(d / "kraftsim.log")},
@@ -202,7 +203,7 @@ def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | No
     doc = {"all": {"vars": {"faultline_transport": "ssh", "ansible_user": "root",
                             "ansible_ssh_private_key_file": lab.client_key,
                             "faultline_known_hosts": lab.known_hosts,
-                            "kafka_cluster_id": "faultline-ssh-lab-00000"},
+                            "kafka_cluster_id": "faultline-ssh-lab-00000", "kafka_implementation": "kraftsim"},
                    "children": groups}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

@@ -1,0 +1,262 @@
+"""The page-cache-loss cut on Apache Kafka's log layout keeps what Kafka had fsynced.
+
+Kafka writes ``recovery-point-offset-checkpoint`` only every
+``log.flush.offset.checkpoint.interval.ms`` (60 s), but fsyncs every segment as it rolls
+(UnifiedLog.roll → ``flush-log`` → flushUptoOffsetExclusive(newSegment.baseOffset)) and every
+``log.flush.interval.messages`` offsets (UnifiedLog.append), and a controller flushes the KRaft
+metadata log after every append (KafkaRaftClient). The layouts here are what a Kafka broker
+leaves between a roll and the next checkpoint write: several ``.log`` segments of real v2
+record batches (kio's writer), ``.index``/``.timeindex`` files, producer snapshots at the roll
+offsets, and a checkpoint older than the last roll.
+
+No Apache Kafka runs on this machine: the "broker" is a process whose command line is Kafka's
+(``... kafka.Kafka server.properties --override k=v``), so the nemesis finds the broker's config
+the way it does on a lab host; the cut runs as the shipped stdlib script through the transport.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harness.cluster import ClusterNode
+from harness.inventory import load_inventory
+from groundwork.transport.local import LocalTransport
+from nemeses.disk_wipe import DiskWipe
+from nemeses.reboot import Reboot
+from tests.nemeses.nodes import TestNode, make_ctx
+from tests.nemeses.segments import batch_bytes, complete_batches, log_end_offset, write_checkpoint, write_partition
+
+SLEEPER = "import time; time.sleep(600)"
+
+
+def kafka_like(tmp: Path, name: str, role: str, node_id: int, props: dict[str, str],
+               overrides: dict[str, str] | None = None) -> TestNode:
+    """A node whose process looks like Kafka's JVM to /proc/PID/cmdline readers."""
+    cfg = tmp / f"{name}.properties"
+    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    cmd = [sys.executable, "-c", SLEEPER, "kafka.Kafka", str(cfg)]
+    for k, v in (overrides or {}).items():
+        cmd += ["--override", f"{k}={v}"]
+    node = TestNode(name, role, node_id, "127.0.0.1", command=cmd, log_path=str(tmp / f"{name}.log"))
+    node.start_service()
+    return node
+
+
+def rolled_layout(log_dir: Path) -> Path:
+    """orders-0: segments 0 and 15 rolled, 25 active; the checkpoint (10) predates both rolls."""
+    pdir = write_partition(log_dir, "orders", 0, {0: [(0, 5), (5, 5), (10, 5)], 15: [(15, 5), (20, 5)],
+                                                   25: [(25, 5), (30, 5)]})
+    for snap in (15, 25):   # UnifiedLog.roll takes a producer snapshot at the new segment's base
+        (pdir / f"{snap:020d}.snapshot").write_bytes(b"\0" * 16)
+    write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("orders", 0): 10})
+    (log_dir / ".kafka_cleanshutdown").write_text("")
+    return pdir
+
+
+def note_of(tmp: Path) -> dict:
+    return next(r for r in map(json.loads, (tmp / "timeline.jsonl").read_text().splitlines())
+                if r["kind"] == "note" and r.get("what") == "reboot applied")
+
+
+def test_cut_after_a_roll_and_before_the_checkpoint_keeps_the_rolled_segments(tmp_path):
+    log_dir = tmp_path / "data"
+    pdir = rolled_layout(log_dir)
+    kept = {b: (pdir / f"{b:020d}.log").read_bytes() for b in (0, 15)}
+    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir), "node.id": "1"})
+    node.log_dirs = [str(log_dir)]     # as the inventory's kafka_data_dirs gives them
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        # every rolled segment is on disk byte for byte; only the active one is cut
+        assert {b: (pdir / f"{b:020d}.log").read_bytes() for b in (0, 15)} == kept
+        assert not (pdir / f"{25:020d}.log").exists()
+        assert complete_batches(pdir)[-1] == (20, 24) and log_end_offset(pdir) == 25
+        assert (pdir / f"{25:020d}.snapshot").exists() and (pdir / f"{15:020d}.snapshot").exists()
+        assert not list(pdir.glob("*.index")) and not (log_dir / ".kafka_cleanshutdown").exists()
+        d = rec.undo["detail"]["broker-1"]
+        part = d["partitions"]["orders-0"]
+        assert part["recovery_point"] == 10 and part["durable_offset"] == 25 and part["durable_by"] == "segment-roll"
+        assert part["expected_log_end_offset"] == 25 and part["log_end_offset_before"] == 35
+        assert d["flush_config_source"] == str(tmp_path / "broker-1.properties")
+        # the roll's flush-log task is asynchronous: segment 15 is kept though it may not have been
+        # flushed yet; nothing cut is uncertain (no log.flush.interval.* set)
+        (u,) = d["page_cache_cut"]["uncertain"]
+        assert u["kept"] == [15, 25] and "cut" not in u
+        assert d["page_cache_cut"]["uncertain_cut_bytes"] == 0
+        assert d["page_cache_cut"]["uncertain_kept_bytes"] == len(batch_bytes(15, 5)) + len(batch_bytes(20, 5))
+        text = note_of(tmp_path)["text"]
+        assert "broker-1: page-cache cut (kafka) removed" in text and "0 bytes cut that Kafka may have fsynced" in text
+    finally:
+        node.stop_service(9)
+
+
+def test_flush_interval_messages_from_the_brokers_override_moves_the_cut(tmp_path):
+    """log.flush.interval.messages=7 given as ``--override``: UnifiedLog.append flushed at 10 and
+    at 20 (10 - 0 >= 7, 20 - 10 >= 7), not at 25 (25 - 20 < 7); no checkpoint entry was written."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
+    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
+                      overrides={"log.flush.interval.messages": "7"})
+    node.log_dirs = [str(log_dir)]
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        assert log_end_offset(pdir) == 20
+        d = rec.undo["detail"]["broker-1"]
+        assert d["page_cache_cut"]["flush"]["messages"] == 7 and d["flush_config_source"].endswith("--override")
+        part = d["partitions"]["m-0"]
+        assert part["durable_by"] == "log.flush.interval.messages" and part["recovery_point"] == 0
+        (u,) = d["page_cache_cut"]["uncertain"]
+        # which offsets the last flush reached depends on how appends grouped batches: the cut side
+        # runs to the log end, the kept side down to one interval below the last batch
+        assert u["cut"] == [20, 25] and u["kept"] == [15, 20]
+        assert u["cut_bytes"] == len(batch_bytes(20, 5)) and "log.flush.interval.messages=7" in u["why"][0]
+        assert "bytes cut that Kafka may have fsynced" in note_of(tmp_path)["text"]
+    finally:
+        node.stop_service(9)
+
+
+def test_inventory_kafka_config_is_read_on_the_host(tmp_path):
+    """The inventory's ``kafka_config`` names server.properties; its flush settings decide the cut
+    (log.flush.interval.messages=1: every append was flushed, nothing is cut)."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5)]})
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(f"log.dirs={log_dir}\nlog.flush.interval.messages=1\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"""all:
+  vars: {{faultline_transport: local, kafka_bootstrap: "127.0.0.1:1"}}
+  children:
+    brokers:
+      hosts:
+        broker-1:
+          kafka_node_id: 1
+          kafka_config: {cfg}
+          kafka_service: {{command: "sleep 600", pidfile: {tmp_path}/b1.pid}}
+""")
+    spec = load_inventory(inv).hosts["broker-1"]
+    assert spec.config == str(cfg) and spec.implementation == "apache-kafka"
+    node = ClusterNode(spec, LocalTransport("broker-1"))
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        assert log_end_offset(pdir) == 10
+        d = rec.undo["detail"]["broker-1"]
+        assert d["flush_config_source"] == str(cfg) and d["partitions"]["m-0"]["durable_offset"] == 10
+    finally:
+        node.stop_service(9)
+
+
+def test_unknown_flush_settings_make_every_cut_byte_uncertain(tmp_path):
+    log_dir = tmp_path / "data"
+    rolled_layout(log_dir)
+    node = TestNode("broker-1", "broker", 1, "127.0.0.1", command=["sleep", "600"])
+    node.log_dirs = [str(log_dir)]
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        d = rec.undo["detail"]["broker-1"]
+        assert d["flush_config_source"] is None and d["page_cache_cut"]["config_known"] is False
+        (u,) = d["page_cache_cut"]["uncertain"]
+        assert u["cut"] == [25, 35] and any("not known" in w for w in u["why"])
+    finally:
+        node.stop_service(9)
+
+
+def metadata_layout(md: Path) -> Path:
+    """A KRaft metadata log as KafkaMetadataLog leaves it: two segments, no checkpoint entry
+    (LogManager does not own it), quorum-state and a snapshot beside the segments."""
+    pdir = write_partition(md, "__cluster_metadata", 0, {0: [(0, 4), (4, 4)], 8: [(8, 3), (11, 2)]})
+    (pdir / "quorum-state").write_text('{"leaderId":3000,"leaderEpoch":4,"votedId":-1,"data_version":0}')
+    (pdir / f"{8:020d}-{4:010d}.checkpoint").write_bytes(b"\0" * 32)
+    (md / "meta.properties").write_text("node.id=3000\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\nversion=1\n"
+                                        "cluster.id=fl-test-cluster\n")
+    return pdir
+
+
+def test_controller_metadata_log_is_in_reach_and_keeps_what_raft_flushed(tmp_path):
+    """A controller flushes its metadata log after every append (KafkaRaftClient.flushLeaderLog,
+    appendAsFollower): a power loss keeps it all but, at most, the append in flight."""
+    md = tmp_path / "metadata"
+    pdir = metadata_layout(md)
+    before = {p.name: p.read_bytes() for p in pdir.glob("*.log")}
+    node = kafka_like(tmp_path, "controller-1", "controller", 3000,
+                      {"process.roles": "controller", "metadata.log.dir": str(md)})
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["controller-1"], mode="truncate-unflushed", restart=False)
+        assert {p.name: p.read_bytes() for p in pdir.glob("*.log")} == before
+        assert (pdir / "quorum-state").exists() and (pdir / f"{8:020d}-{4:010d}.checkpoint").exists()
+        d = rec.undo["detail"]["controller-1"]
+        part = d["partitions"]["__cluster_metadata-0"]
+        assert part["durable_by"] == "raft-flush" and part["expected_log_end_offset"] == 13
+        (u,) = d["page_cache_cut"]["uncertain"]
+        assert u["kept"] == [11, 13] and "cut" not in u
+        nem.stop(rec)                                   # heal: the controller runs again
+        assert node.service_pids()
+        # disk-wipe on a controller empties its metadata log dir and keeps who it is
+        wipe = DiskWipe()
+        wipe.setup(make_ctx(tmp_path / "w", [node]))
+        wrec = wipe.start(["controller-1"], restart=False)
+        assert sorted(p.name for p in md.iterdir()) == ["meta.properties"]
+        meta = dict(l.split("=", 1) for l in (md / "meta.properties").read_text().splitlines() if "=" in l)
+        assert meta["node.id"] == "3000" and meta["cluster.id"] == "fl-test-cluster"
+        assert wrec.undo["detail"]["controller-1"]["dirs"][0]["dir"] == str(md)
+    finally:
+        node.stop_service(9)
+
+
+def test_broker_metadata_log_in_its_log_dir_is_cut_at_its_newest_segment(tmp_path):
+    """On a broker (an observer) Kafka 3.5+ flushes the metadata log only at rolls (KAFKA-13884);
+    3.4 flushed every fetch: the rest is cut, and reported uncertain."""
+    log_dir = tmp_path / "data"
+    pdir = metadata_layout(log_dir)
+    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)})
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        assert log_end_offset(pdir) == 8
+        (u,) = rec.undo["detail"]["broker-1"]["page_cache_cut"]["uncertain"]
+        assert u["cut"] == [8, 13] and "KAFKA-13884" in u["why"][0]
+    finally:
+        node.stop_service(9)
+
+
+def test_controller_without_any_dir_is_one_line(tmp_path):
+    node = TestNode("controller-1", "controller", 3000, "127.0.0.1", command=["sleep", "600"])
+    for nem in (Reboot(), DiskWipe()):
+        nem.setup(make_ctx(tmp_path, [node]))
+        try:
+            nem.start(["controller-1"], mode="truncate-unflushed") if isinstance(nem, Reboot) else nem.start(["controller-1"])
+        except ValueError as e:
+            assert "no metadata log dir known" in str(e) and "kafka_metadata_log_dir" in str(e) and "\n" not in str(e)
+        else:
+            raise AssertionError("a controller with no metadata log dir must be refused")
+
+
+def test_topic_flush_messages_given_in_params_is_used(tmp_path):
+    """A topic's ``flush.messages`` lives in the metadata, not on the host: a campaign gives it in
+    ``params.kafka_config`` under Kafka's topic name."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
+    node = TestNode("broker-1", "broker", 1, "127.0.0.1", command=["sleep", "600"])
+    node.log_dirs = [str(log_dir)]
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False, kafka_config={"flush.messages": 7})
+        assert log_end_offset(pdir) == 20
+        d = rec.undo["detail"]["broker-1"]
+        assert d["flush_config_source"] == "params.kafka_config" and d["page_cache_cut"]["flush"]["messages"] == 7
+    finally:
+        node.stop_service(9)
