@@ -32,7 +32,9 @@ say nothing about is counted as holding the write.
 The slack: the events carry the broker's wall clock, mapped onto the run clock with
 ``run.json wall_at_t0``; the attribution and the stories allow the same 2 s for that mapping.
 Coalescing costs only sensitivity, never soundness: a suppressed append is inside a bound the
-next emitted one gives.
+next emitted one gives. kraftsim's ``truncation`` states the exact log end it cut from; the
+events read from Kafka's own logs (checkers/kafkalog) state only a lower bound there, but they
+never carry a ``follower_append``, so their partitions never reach this judgement.
 """
 from __future__ import annotations
 
