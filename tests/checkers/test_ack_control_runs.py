@@ -134,9 +134,10 @@ def test_the_same_run_without_the_control_flags_nothing(spark, control_runs):
     v = check_run(run_dir, spark=spark)
     assert v["checker"]["ack_below_min_isr"]["judged_by"] == {"replica_logs": ["faultline@0"]}
     assert v["counts"]["ack_below_min_isr"] == 0 and v["counts"]["lost_write"] == 0
-    # writes were sent during the cut and acknowledged only after it healed: the ones the control
-    # acknowledged at once waited here for the followers
+    # writes were sent during the cut and acknowledged only as it healed: the ones the control
+    # acknowledged at once waited here for the followers (the heal removes the rules, then writes
+    # its timeline line: 0.5 s covers the iptables calls between)
     sends = [x for x in read_jsonl(run_dir / "history" / "producer-0.jsonl") if x.get("f") == "send"]
     invoked = {x["op"]: x["t"] for x in sends if x["type"] == "invoke"}
     acked = np.array([x["t"] for x in sends if x["type"] == "ok" and t0 + 1 <= invoked[x["op"]] <= t1 - 1])
-    assert len(acked) > 20 and (acked >= t1).all(), acked
+    assert len(acked) > 20 and (acked > t1 - 0.5).all(), acked
