@@ -53,8 +53,9 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "failed_write_visible": _FAILED,
     "failed_write_visible_allowed": _FAILED,
     "ack_below_min_isr": [("process", STR), ("op", LONG), ("topic", STR), ("partition", INT), ("offset", LONG),
-                          ("value", STR), ("invoke_t", DOUBLE), ("ack_t", DOUBLE), ("isr_at_invoke", INT),
-                          ("isr_at_ack", INT), ("min_insync_replicas", INT)],
+                          ("value", STR), ("invoke_t", DOUBLE), ("ack_t", DOUBLE), ("judged_by", STR),
+                          ("copies_at_most", INT), ("replicas_lacking", STR), ("replication_factor", INT),
+                          ("isr_at_invoke", INT), ("isr_at_ack", INT), ("min_insync_replicas", INT)],
     "visible_end_regression": [("topic", STR), ("partition", INT), ("drain_end", LONG), ("max_read_offset", LONG),
                                ("max_acked_offset", LONG), ("visible_end_seen", LONG)],
 }

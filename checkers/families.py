@@ -25,6 +25,7 @@ from checkers import divergence, failed, invariants, lost, polls, realtime, send
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import Partition
+from checkers.replicas import ReplicaLogs
 
 #: one family's answer for one partition: anomaly -> (evidence columns, count)
 Findings = dict[str, tuple[dict[str, Any], int]]
@@ -36,8 +37,11 @@ ERROR_CHARS = 300
 class Inputs(Protocol):
     """What the families read besides the partition (checkers/kernel.py ``Context``)."""
     foreign: Foreign
-    min_isr: int | None
+    min_isr: int | None                                  # the effective min ISR (checkers/min_isr.py)
     isr: dict[tuple[str, int], IsrTimeline]
+    isr_source: dict[tuple[str, int], str]               # which ISR view each timeline is
+    replicas: ReplicaLogs                                # the replicas' own logs (checkers/replicas.py)
+    replication_factor: int | None
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,10 @@ def _poll_order(p: Partition, inputs: Inputs) -> Findings:
 
 
 def _ack_below_min_isr(p: Partition, inputs: Inputs) -> Findings:
-    return {"ack_below_min_isr": invariants.ack_below_min_isr(p, inputs.isr.get((p.topic, p.partition)),
-                                                              inputs.min_isr)}
+    key = (p.topic, p.partition)
+    return {"ack_below_min_isr": invariants.ack_below_min_isr(
+        p, inputs.isr.get(key), inputs.min_isr, replicas=inputs.replicas.get(key),
+        replication_factor=inputs.replication_factor, isr_source=inputs.isr_source.get(key))}
 
 
 def _visible_end(p: Partition, inputs: Inputs) -> Findings:

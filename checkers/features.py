@@ -22,7 +22,18 @@ The record (kraftsim ``Features.describe()``)::
 Top-level strings are versions; objects with ``enabled`` are gates, each naming in ``from``
 what decided it: a version of :data:`VERSIONS` (the protocol's ``metadata.version``; the
 software's ``kafka.version`` when a record carries it) or an explicit override key. A record
-with more versions, or gates decided by software, reads without a change here.
+with more versions, or gates decided by software, reads without a change here. The record kraftsim
+writes once it models a software version beside the protocol's nests its gates::
+
+    {"kafka.version": "3.9.0", "metadata.version": "3.4-IV0",
+     "gates": {"effective_min_isr": {"on": true, "decided_by": "kafka.version", ...}, ...}}
+
+read the same way (``on`` for ``enabled``, ``decided_by`` for ``from``; ``decided_by: both`` -
+both versions were needed - names both).
+
+The gates checkers/ asks about: ``kip903`` and ``elr`` (the stories), ``effective_min_isr``
+(checkers/min_isr.py: Kafka 3.7's min ISR capped at the replication factor). A run that does not
+record one reads it as unknown, and each reader says what it assumed.
 """
 from __future__ import annotations
 
@@ -34,6 +45,9 @@ from typing import Any
 #: the versions a record may carry, and what each one is: the protocol (Kafka's MetadataVersion)
 #: or the software (a broker release, for fixes no metadata.version gates)
 VERSIONS: dict[str, str] = {"metadata.version": "protocol", "kafka.version": "software"}
+
+#: a nested record's ``decided_by`` when both versions decided a gate
+BOTH = "both"
 
 #: where the embedded kraftsim cluster's launcher writes the record, relative to the run directory
 FEATURES_FILE = "cluster/features.json"
@@ -54,10 +68,12 @@ class Gate:
 
     @property
     def kind(self) -> str:
-        """"protocol" / "software" (a version of :data:`VERSIONS` decided), "override" (an explicit
-        key did), "unknown" (nothing recorded)."""
+        """"protocol" / "software" (a version of :data:`VERSIONS` decided), "both" (both versions
+        were needed), "override" (an explicit key did), "unknown" (nothing recorded)."""
         if self.enabled is None:
             return "unknown"
+        if self.decided_by == BOTH:
+            return "both"
         return VERSIONS.get(self.decided_by or "", "override")
 
     def because(self) -> str:
@@ -65,6 +81,8 @@ class Gate:
         ``set by kip903.enabled`` (an override key), or why it is not known."""
         if self.enabled is None:
             return self.unknown_because
+        if self.kind == "both":
+            return self.version or "kafka.version and metadata.version"
         if self.kind in ("protocol", "software"):
             return f"{self.decided_by}={self.version}" if self.version else str(self.decided_by)
         return f"set by {self.decided_by}" if self.decided_by else "as recorded"
@@ -107,17 +125,25 @@ def from_record(record: dict[str, Any], source: str) -> FeaturesInForce:
     A gate that is not ``{"enabled": bool, ...}`` reads as unknown, naming the source and field.
     """
     versions = {k: v for k, v in record.items() if k in VERSIONS and isinstance(v, str)}
+    entries: list[tuple[str, Any, Any, str]] = [
+        (name, e.get("enabled"), e.get("from"), f"{name}.enabled") for name, e in record.items()
+        if isinstance(e, dict) and "enabled" in e]
+    nested = record.get("gates")
+    if isinstance(nested, dict):
+        entries += [(name, e.get("on"), e.get("decided_by"), f"gates.{name}.on") for name, e in nested.items()
+                    if isinstance(e, dict) and "on" in e]
     gates: dict[str, Gate] = {}
-    for name, entry in record.items():
-        if not isinstance(entry, dict) or "enabled" not in entry:
-            continue
-        on, by = entry.get("enabled"), entry.get("from")
+    for name, on, by, field_name in entries:
         if not isinstance(on, bool):
-            gates[name] = Gate(name, None, unknown_because=f"{source}: field '{name}.enabled' is {on!r}; "
+            gates[name] = Gate(name, None, unknown_because=f"{source}: field '{field_name}' is {on!r}; "
                                                            "want true or false")
             continue
         by = by if isinstance(by, str) and by else None
-        gates[name] = Gate(name, on, by, versions.get(by) if by else None)
+        if by == BOTH:
+            version = ", ".join(f"{k}={versions[k]}" for k in VERSIONS if k in versions) or None
+        else:
+            version = versions.get(by) if by else None
+        gates[name] = Gate(name, on, by, version)
     return FeaturesInForce(source, versions, gates)
 
 

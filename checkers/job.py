@@ -27,8 +27,10 @@ from pyspark.sql import types as T
 from checkers import aggregates, attribution, evidence, invariants, kernel, stories
 from checkers.analysis import Analysis
 from checkers.families import FAMILIES, Family
-from checkers.ingest import partition_files
+from checkers.ingest import PartitionFiles, partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
+from checkers.min_isr import MinIsrRule, replication_factor, rule_in_force
+from checkers.replicas import ReplicaLogs, replica_logs
 from checkers.session import make_session
 from checkers.verdict import build_verdict, pkey
 
@@ -59,6 +61,25 @@ def min_insync_replicas(run: dict[str, Any]) -> int | None:
     topic = run.get("topic")
     v = _as_int(topic.get("min_insync_replicas")) if isinstance(topic, dict) else None
     return v if v is not None else _as_int(_switch(run, "min.insync.replicas"))
+
+
+def ack_judgement(rule: MinIsrRule, pfs: list[PartitionFiles], isr_source: dict[tuple[str, int], str],
+                  logs: ReplicaLogs, judged: bool) -> dict[str, Any]:
+    """verdict.json ``checker.ack_below_min_isr``: the min ISR judged against and the rule that
+    decided it, and per partition the evidence its acks were judged by - the replicas' own logs
+    (independent of the leader) or, labelled as the fallback, an ISR view (docs/anomalies.md)."""
+    by: dict[str, list[str]] = {}
+    if judged:
+        for pf in pfs:
+            if pf.partition is None:
+                continue
+            key = (pf.topic, int(pf.partition))
+            src = invariants.BY_REPLICAS if key in logs else isr_source.get(key, "none")
+            by.setdefault(src, []).append(pkey(pf.topic, pf.partition))
+    fallback = sorted(k for k in by if k != invariants.BY_REPLICAS)
+    note = (f"{invariants.FALLBACK_NOTE} ({', '.join(fallback)})" if fallback else
+            "judged from the replicas' own logs" if by else "not evaluated (effective min ISR 1 or unknown)")
+    return {**rule.as_dict(), "judged_by": {k: sorted(v) for k, v in sorted(by.items())}, "note": note}
 
 
 def _foreign(results: list[kernel.PartResult]) -> kernel.Foreign:
@@ -97,10 +118,13 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
     scratch.mkdir(parents=True)
     cap = max(0, SMALL_EVIDENCE_ROWS // len(ANOMALIES))
     min_isr = min_insync_replicas(inputs.run)
-    isr = (invariants.isr_timelines(inputs.events, inputs.observer, inputs.has_cluster_events)
-           if min_isr and min_isr > 1 else {})
+    rule = rule_in_force(min_isr, replication_factor(inputs.run), inputs.features)
+    judged = rule.effective is not None and rule.effective > 1
+    isr, isr_source = (invariants.isr_evidence(inputs.events, inputs.observer, inputs.has_cluster_events)
+                       if judged else ({}, {}))
+    logs = replica_logs(inputs.events) if judged and rule.replication_factor else {}
     pfs = partition_files(ds)
-    ctx = kernel.Context(str(scratch.resolve()), cap, min_isr, isr,
+    ctx = kernel.Context(str(scratch.resolve()), cap, rule.effective, isr, isr_source, logs, rule.replication_factor,
                          events=attribution.RunEvents.collect(inputs.timeline, inputs.events), families=families)
     t0 = time.time()
     results = kernel.run_partitions(spark, pfs, ctx)
@@ -136,7 +160,9 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
             *[Path(f).resolve().as_uri() for f in files])
     _sort_rows(rows)
     records = inputs.ingest.records
-    extra_info: dict[str, Any] = {"min_insync_replicas": min_isr, "kernel": {
+    extra_info: dict[str, Any] = {"min_insync_replicas": min_isr,
+                                  "ack_below_min_isr": ack_judgement(rule, pfs, isr_source, logs, judged),
+                                  "kernel": {
         "partitions": len(pfs), "passes": 2 if foreign else 1, "foreign_reads": sum(len(v) for v in foreign.values()),
         "seconds": round(kernel_s, 3)}}
     extra_info["ingest"] = {"converted": inputs.ingest.converted, "seconds": round(inputs.ingest.seconds, 3),
@@ -149,7 +175,7 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
             keyed[k] = keyed.get(k, 0) + n
     extra_info["incidents"] = keyed
     extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run,
-                                                  features=inputs.features, min_isr=min_isr)
+                                                  features=inputs.features, min_isr=rule.effective)
     return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,
                     bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines),
                     family_failures=family_failures(results, families))
@@ -279,6 +305,7 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
                               "duration_s": None, "history_files": len(inputs.history_files),
                               "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel"),
                               "min_insync_replicas": an.extra.get("min_insync_replicas"),
+                              "ack_below_min_isr": an.extra.get("ack_below_min_isr"),
                               "features": inputs.features.as_dict()}
         if write_tables:
             write_evidence(an, rd)

@@ -33,6 +33,7 @@ from checkers.families import FAMILIES, Family, run_families
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import load
+from checkers.replicas import ReplicaLogs
 
 if TYPE_CHECKING:
     from checkers.ingest import PartitionFiles
@@ -46,8 +47,11 @@ class Context:
     """What every partition task needs besides its files (broadcast once)."""
     out_dir: str                                   # evidence scratch: OUT/<anomaly>/<partition>.parquet
     cap: int                                       # evidence rows a task returns per anomaly
-    min_isr: int | None = None
+    min_isr: int | None = None                     # the effective min ISR (checkers/min_isr.py)
     isr: dict[tuple[str, int], IsrTimeline] = field(default_factory=dict)
+    isr_source: dict[tuple[str, int], str] = field(default_factory=dict)
+    replicas: ReplicaLogs = field(default_factory=dict)
+    replication_factor: int | None = None
     foreign: Foreign = field(default_factory=dict)
     events: attribution.RunEvents = field(default_factory=attribution.RunEvents)
     #: the anomaly families to run (checkers/families.py); a test plants a failing one here
@@ -134,7 +138,8 @@ def lost_extent(lost_cols: dict[str, Any], below_cols: dict[str, Any]) -> dict[s
             "lost_last_offset": int(off.max()) if len(off) else None,
             "lost_first_ack_t": _f(ack, np.min), "lost_last_ack_t": _f(ack, np.max),
             "lost_first_miss_t": _f(miss, np.min), "lost_last_miss_t": _f(miss, np.max),
-            "lost_below_min_isr": len(keys & below)}
+            "lost_below_min_isr": len(keys & below),
+            "lost_below_min_isr_by": (below_cols.get("judged_by") or [None])[0]}
 
 
 def unowned_duplicates(foreign: Foreign, owned: set[tuple[str | None, str]]) -> list[dict[str, Any]]:

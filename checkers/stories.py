@@ -37,7 +37,7 @@ MECHANISMS: dict[str, str] = {
     "unclean_election": "unclean election of an out-of-sync replica (unclean.leader.election.enable, KIP-704)",
     "empty_replica_elected": "an empty or truncated replica elected leader",
     "truncated_to_lossy_leader": "followers truncated to a leader that lost its tail",
-    "ack_below_min_isr": "acknowledged while the ISR was below min.insync.replicas",
+    "ack_below_min_isr": "acknowledged with fewer copies than min.insync.replicas",
     "page_cache_cut_uncertain": "uncertain (page-cache cut): lost only in offsets the cut removed although "
                                 "Kafka may have fsynced them",
     "unexplained": "no recorded fault or event explains the loss",
@@ -501,9 +501,11 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
             primary = "ack_below_min_isr"
         else:
             mechs.append("ack_below_min_isr")
-        steps.append(_Step(a0, "ack", f"{below} of the {n} lost writes were acknowledged while the ISR was below "
-                           f"min.insync.replicas={min_isr} (Partition.checkEnoughReplicasReachOffset must answer "
-                           f"NOT_ENOUGH_REPLICAS instead).", None, 0 if primary == "ack_below_min_isr" else 2))
+        how = ("fewer replicas than that held them, by the followers' own log end offsets"
+               if st.get("lost_below_min_isr_by") == "replica_logs" else "the ISR was below it")
+        steps.append(_Step(a0, "ack", f"{below} of the {n} lost writes were acknowledged below "
+                           f"min.insync.replicas={min_isr} ({how}; Partition.checkEnoughReplicasReachOffset must "
+                           f"answer NOT_ENOUGH_REPLICAS instead).", None, 0 if primary == "ack_below_min_isr" else 2))
     if primary == "unexplained":
         seen = sorted({f"{f['fault']}[{','.join(f['targets'])}]" for f in w.faults if f["t"] <= hi
                        and (f["stop"] is None or f["stop"] >= lo - 30.0)})

@@ -157,6 +157,9 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     # long / this many bytes in leader elections; -1 = off. Topic-level overrides, same names.
     "leader.election.eligible.local.log.ms": (_int(-1), -1),
     "leader.election.eligible.local.log.bytes": (_int(-1), -1),
+    # A deliberately broken mode for checker controls, NOT a Kafka behaviour (docs/kraftsim.md
+    # "Checker controls"): the leader acknowledges acks=all writes once appended locally.
+    "faultline.control.ack_without_replication": (_bool, False),
     "event.log": (_path, None),
     "pid.file": (_path, None),
     "cluster.id": (_nonempty, "kraftsim-cluster-0000000"),

@@ -29,7 +29,8 @@ part of what kraftsim's controller states in one event. So:
   a no-op truncation): Kafka does not log the end offset it cut from, and a follower that
   fetched after its last stated end offset cut from higher - a lower bound, said so in
   docs/kafka-logs.md.
-* **The leader's own ISR** (``leader_isr``, the view ``ack_below_min_isr`` judges acks by): the
+* **The leader's own ISR** (``leader_isr``, the view ``ack_below_min_isr`` falls back to: Kafka's
+  logs have no follower log end, docs/anomalies.md): the
   ISR a broker states as it becomes leader (``Leader ... starts at ..., ISR [...]``) and each
   committed ISR it is told (``ISR updated to ...``); a rejected AlterPartition
   (``Failed to alter partition``) brings it back to the committed one the line states. Kafka logs no INFO

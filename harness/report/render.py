@@ -47,7 +47,7 @@ ANOMALY_TEXT: dict[str, str] = {
     "nonmonotonic_poll": "One consumer's successive reads of a partition went backwards.",
     "poll_skip": "One consumer's successive reads of a partition skipped offsets that others saw.",
     "failed_write_visible": "A send that failed with a 'never appended' error was read anyway.",
-    "ack_below_min_isr": "A send acknowledged while the partition's ISR was below min.insync.replicas (seed 003 §2.6).",
+    "ack_below_min_isr": "A send acknowledged while fewer replicas than min.insync.replicas (capped at the replication factor from Kafka 3.7) could hold it: by the followers' own log end offsets where the target records them, else by an ISR view (column judged_by; seed 003 §2.6).",
     "visible_end_regression": "The partition's visible end (HWM) moved backwards between observations (seed 003 §2.7).",
     "failed_write_visible_allowed": "A send that failed after append (NOT_ENOUGH_REPLICAS_AFTER_APPEND or timeout) was read: allowed by Kafka (seed 003 §2.7), counted only.",
 }

@@ -12,6 +12,7 @@ and removed as the partitions become followers or stop following (``partition.py
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -23,6 +24,9 @@ from kraftsim.broker.replica_manager import MAX_PARTITION_BYTES
 from kraftsim.wire import Client, build
 
 FETCH_VERSION = 15
+#: at most one ``follower_append`` event per partition this often (a busy follower appends every
+#: few milliseconds; an event each would outweigh the run's other logs)
+FOLLOWER_APPEND_EVENT_INTERVAL_S = 0.1
 
 
 class ReplicaFetcherManager:
@@ -64,6 +68,8 @@ class ReplicaFetcherThread:
         self.b = broker
         self.leader = leader
         self.client: Client | None = None
+        #: (topic, partition) -> when its last ``follower_append`` was emitted (monotonic)
+        self.append_noted: dict[tuple[str, int], float] = {}
 
     async def run(self) -> None:
         b, leader = self.b, self.leader
@@ -153,16 +159,38 @@ class ReplicaFetcherThread:
                 r.hwm = min(r.hwm, r.log.log_end_offset)
             return False
         if pd.records:
+            before = r.log.log_end_offset
             try:
                 r.log.append_as_follower(bytes(pd.records))
             except Exception as e:
                 b.ev.log(f"follower append {r.topic}-{r.partition} failed: {e}")
                 return True
+            self.note_follower_append(r, before)
         # ReplicaFetcherThread.processPartitionData → UnifiedLog.maybeUpdateHighWatermark →
         # updateHighWatermark: the leader's HWM as sent, bounded by log start and end offsets (it
         # may go down; only the leader's maybeIncrementHighWatermark is monotonic).
         r.hwm = max(min(int(pd.high_watermark), r.log.log_end_offset), r.log.log_start_offset)
         return False
+
+    def note_follower_append(self, r: Partition, before: int) -> None:
+        """Emit ``follower_append`` (the follower's own log end offset, from ``before`` to its LEO
+        now) for the append Partition.appendRecordsToFollowerOrFutureReplica just made; at most every
+        ``FOLLOWER_APPEND_EVENT_INTERVAL_S`` per partition, always for the first after a quieter spell.
+
+        Not a Kafka behaviour: the record the checker's ``ack_below_min_isr`` judges acks by,
+        written by the follower, not by the leader whose acks are judged (checkers/replicas.py).
+        ``from_offset`` is exact at emission, so a skipped append never weakens the bound.
+        """
+        leo = r.log.log_end_offset
+        if leo <= before:
+            return
+        key, now = (r.topic, r.partition), time.monotonic()
+        if now - self.append_noted.get(key, -FOLLOWER_APPEND_EVENT_INTERVAL_S) < FOLLOWER_APPEND_EVENT_INTERVAL_S:
+            return
+        self.append_noted[key] = now
+        self.b.ev.emit("follower_append", topic=r.topic, partition=r.partition, broker=self.b.node_id,
+                       broker_epoch=self.b.lifecycle.broker_epoch, leader=r.leader, leader_epoch=r.leader_epoch,
+                       from_offset=before, log_end_offset=leo)
 
     async def truncate_to_leader_end(self, r: Partition) -> None:
         """OFFSET_OUT_OF_RANGE (AbstractFetcherThread.handleOffsetOutOfRange): ListOffsets v7

@@ -117,8 +117,9 @@ class Partition:
 
         Kafka's leader answers acks=all by its own view (Partition.checkEnoughReplicasReachOffset
         reads ``partitionState.maximalIsr``), which can differ from the controller's: a leader
-        cut from the controller never learns of a shrink. The checker judges
-        ``ack_below_min_isr`` by this view (Kafka logs it as Partition's "ISR updated to").
+        cut from the controller never learns of a shrink. The checker's ``ack_below_min_isr``
+        falls back to this view where no follower recorded its log end (``follower_append``;
+        Kafka logs this view as Partition's "ISR updated to").
         """
         if self.role != "leader":
             self._noted = None

@@ -30,6 +30,11 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         #: the high watermarks checkpointed by the last run, read at startup
         self.hwm_checkpoint: dict[tuple[str, int], int] = {}
+        #: checker control, not Kafka: acks=all answered without waiting for the ISR (docs/kraftsim.md)
+        self.ack_without_replication = bool(broker.cfg["faultline.control.ack_without_replication"])
+        if self.ack_without_replication:
+            broker.ev.log("CHECKER CONTROL faultline.control.ack_without_replication=true: acks=all writes are "
+                          "acknowledged without replication - a deliberately broken broker, not Kafka")
 
     # ------------------------------------------------------------------ partitions
 
@@ -111,7 +116,7 @@ class ReplicaManager:
             except Exception as e:
                 self.b.ev.log(f"produce to {topic}-{p} rejected: {e}")
                 return ErrorCode.corrupt_message, -1
-        if acks != -1:
+        if acks != -1 or self.ack_without_replication:
             return ErrorCode.none, base
         fut = r.wait_for_hwm(last)
         try:

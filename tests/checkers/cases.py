@@ -222,6 +222,74 @@ def min_isr_leader_view_short(b: HistoryBuilder, t: str) -> None:
     b.poll(f"{t}.consumer-0", t, 0, [(0, _v(t, 0))], 5.0)
 
 
+# ---------------------------------------------------------------- the min ISR rule in force
+# RF 2 and min.insync.replicas 3 (the runner refuses that, Kafka does not): from Kafka 3.7 the
+# broker caps min ISR at the replication factor (Partition.effectiveMinIsr, KAFKA-15583
+# edc7e10a745), so an ack held by both replicas is legal; before 3.7 the raw 3 applies and no
+# acks=all write may succeed at all. One send per case, offset 1, invoked at 5.0, acked at 5.01.
+
+def _follower_append(b: HistoryBuilder, t: str, at: float, frm: int, leo: int, broker: int = 2, epoch: int = 7) -> None:
+    b.event(f"broker-{broker}", at, "follower_append", role="broker", node=broker, topic=t, partition=0,
+            broker=broker, broker_epoch=epoch, leader=1, leader_epoch=0, from_offset=frm, log_end_offset=leo)
+
+
+def _one_ack(b: HistoryBuilder, t: str) -> None:
+    b.send(_p(t), t, 0, _v(t, 1), 1, 5.0, 5.01)
+    b.poll(f"{t}.consumer-0", t, 0, [(1, _v(t, 1))], 12.0)
+
+
+def rf2_replicas_two_copies(b: HistoryBuilder, t: str) -> None:
+    # follower 2 fetched offset 1 at once: both replicas held it when it was acknowledged
+    _follower_append(b, t, 0.5, 0, 1)
+    _follower_append(b, t, 5.005, 1, 2)
+    _follower_append(b, t, 9.0, 2, 3)
+    _one_ack(b, t)
+
+
+def rf2_replicas_one_copy(b: HistoryBuilder, t: str) -> None:
+    # follower 2 appended nothing from 0.5 to 9.0 and then started from offset 1: when offset 1
+    # was acknowledged only the leader had it - whatever the leader's ISR said (it said [1, 2])
+    _follower_append(b, t, 0.5, 0, 1)
+    _follower_append(b, t, 9.0, 1, 3)
+    b.event("broker-1", 0.1, "leader_isr", role="broker", node=1, topic=t, partition=0, broker=1,
+            leader_epoch=0, partition_epoch=0, isr=[1, 2], maximal_isr=[1, 2])
+    _one_ack(b, t)
+
+
+def rf2_leader_isr_two(b: HistoryBuilder, t: str) -> None:
+    # no replica evidence (as on real Kafka): the leader's ISR view, [1, 2]
+    b.event("broker-1", 0.1, "leader_isr", role="broker", node=1, topic=t, partition=0, broker=1,
+            leader_epoch=0, partition_epoch=0, isr=[1, 2], maximal_isr=[1, 2])
+    _one_ack(b, t)
+
+
+def rf2_leader_isr_one(b: HistoryBuilder, t: str) -> None:
+    b.event("broker-1", 0.1, "leader_isr", role="broker", node=1, topic=t, partition=0, broker=1,
+            leader_epoch=0, partition_epoch=0, isr=[1], maximal_isr=[1])
+    _one_ack(b, t)
+
+
+@dataclass
+class RuleCase:
+    """A case judged under each min ISR rule: ``ack_below_min_isr`` rows with the cap in force
+    (Kafka 3.7+), with the raw setting (before 3.7), and with the rule not recorded (assumed capped)."""
+    name: str
+    build: Callable[[HistoryBuilder, str], None]
+    capped: int
+    raw: int
+    unrecorded: int
+    judged_by: str
+
+
+#: RF 2, min.insync.replicas 3
+MIN_ISR_RULE_CASES: list[RuleCase] = [
+    RuleCase("rf2-replicas-two-copies", rf2_replicas_two_copies, 0, 1, 0, "replica_logs"),
+    RuleCase("rf2-replicas-one-copy", rf2_replicas_one_copy, 1, 1, 1, "replica_logs"),
+    RuleCase("rf2-leader-isr-two", rf2_leader_isr_two, 0, 1, 0, "leader_isr"),
+    RuleCase("rf2-leader-isr-one", rf2_leader_isr_one, 1, 1, 1, "leader_isr"),
+]
+
+
 def read_in_other_partition(b: HistoryBuilder, t: str) -> None:
     # value 1, acked at partition 0 offset 1, is read past in partition 0 but read in partition
     # 1: not lost (it was read), but it sits at two (partition, offset) places - a duplicate

@@ -108,3 +108,26 @@ def test_a_software_version_reads_as_the_software_deciding(tmp_path):
     hwm = got.gate("hwm_requires_min_isr")
     assert (hwm.kind, hwm.because()) == ("software", "kafka.version=3.7.0")
     assert got.gate("kip903").kind == "protocol"
+
+
+def test_a_nested_record_with_both_versions_reads_the_same(tmp_path):
+    """The record kraftsim writes once it models kafka.version beside metadata.version nests its
+    gates (``gates: {name: {on, decided_by}}``); ``decided_by: both`` names both versions. A gate
+    given as something other than a bool is unknown, naming the field."""
+    rec = {"kafka.version": "3.9.0", "kafka.version.default": False, "metadata.version": "3.4-IV0",
+           "gates": {"effective_min_isr": {"on": True, "decided_by": "kafka.version", "kind": "software"},
+                     "kip903": {"on": False, "decided_by": "both", "kind": "both"},
+                     "elr": {"on": False, "decided_by": "eligible.leader.replicas.version"},
+                     "pre_vote": {"on": "yes", "decided_by": "kafka.version"}}}
+    _file(tmp_path, rec)
+    got = F.read(tmp_path)
+    assert got.versions == {"metadata.version": "3.4-IV0", "kafka.version": "3.9.0"}
+    emi = got.gate("effective_min_isr")
+    assert (emi.enabled, emi.kind, emi.because()) == (True, "software", "kafka.version=3.9.0")
+    kip = got.gate("kip903")
+    assert (kip.enabled, kip.kind, kip.because()) == (False, "both", "metadata.version=3.4-IV0, kafka.version=3.9.0")
+    elr = got.gate("elr")
+    assert (elr.kind, elr.because()) == ("override", "set by eligible.leader.replicas.version")
+    pv = got.gate("pre_vote")
+    assert pv.enabled is None and pv.because() == ("cluster/features.json: field 'gates.pre_vote.on' is 'yes'; "
+                                                   "want true or false")
