@@ -77,6 +77,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
 @register
 class Reboot(Nemesis):
     name = "reboot"
+    acts_on_service = True
     description = "crash a broker losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
@@ -100,8 +101,12 @@ class Reboot(Nemesis):
         self.ctx.timeline.event("note", fault_id=record.id, what="reboot applied", detail=detail)
         if params.get("restart", True):
             for node in nodes:
-                node.start_service()
+                self.start_unless_held(node, record)
         return record
+
+    def keeps_down(self, record: FaultRecord) -> list[str]:
+        """With ``restart: false`` the crashed broker stays down until this fault's heal."""
+        return [] if record.params.get("restart", True) else list(record.targets)
 
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
         dirs = log_dirs(node, params) if mode != "lazyfs" else []
