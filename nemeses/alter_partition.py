@@ -172,6 +172,13 @@ def _listener_hostport(n: Any) -> str | None:
     return None
 
 
+def is_placement(fault: str, params: dict[str, Any]) -> bool:
+    """Whether a recorded fault is the proxy's DNAT placement (``place_dnat``), which the
+    nemesis's setup records as a fault of its own so `faultline heal` removes the rules, and
+    not a fault a schedule applied: a replay of the run's faults must leave it to setup."""
+    return fault == AlterPartitionDelay.name and params.get("placement") == "dnat"
+
+
 @register
 class AlterPartitionDelay(Nemesis):
     name = "alter-partition"

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from checkers.attribution import fault_intervals
+from nemeses.alter_partition import is_placement
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ def extract_steps(run_dir: Path, partition: int | None = None) -> list[FaultStep
             continue
         stop = f.stop if f.stop is not None else end
         params = f.detail if isinstance(f.detail, dict) else {}
+        if is_placement(f.fault, params):
+            continue   # the AlterPartition proxy's placement: the replay's setup redoes it
         state = obs.at(part, f.start)
         target = tuple(dict.fromkeys(role_selector(h, state, part, ids) for h in f.targets))
         steps.append(FaultStep(fault=f.fault, target=target, at=round(max(0.0, f.start - t0), 2),

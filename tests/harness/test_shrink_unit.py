@@ -272,3 +272,23 @@ def test_overlapping_steps_keep_their_order_on_real_processes(lab) -> None:
     names = {"kill": 0, "restart": 1, "pause": 2}
     got = [(e["phase"], names[e["fault"]]) for e in read_jsonl(tmp / "timeline-ov.jsonl") if e.get("kind") == "nemesis"]
     assert got == _order([a, b, c]), got
+
+
+def test_the_proxy_placement_is_not_a_step(tmp_path: Path) -> None:
+    """A run with the AlterPartition proxy placed by DNAT records the placement as a fault of
+    its own (so `faultline heal` removes the rules). It is the nemesis's setup, not a fault the
+    schedule applied: replayed as a step it would start a second alter-partition (a hold on
+    the controller's node id) beside the run's real hold."""
+    def f(fid: str, targets: list[str], t0: float, t1: float, detail: dict) -> list[dict]:
+        return [{"t": t0, "kind": "nemesis", "phase": "start", "id": fid, "fault": "alter-partition",
+                 "targets": targets, "detail": detail},
+                {"t": t1, "kind": "nemesis", "phase": "stop", "id": fid, "fault": "alter-partition",
+                 "targets": targets, "detail": {}}]
+    tl = [{"t": 1.0, "kind": "phase", "phase": "nemesis", "detail": {}},
+          *f("f-p", ["broker-1", "broker-2"], 4.0, 30.0, {"placement": "dnat", "upstream": "127.0.0.1:9093", "proxy": "127.0.0.1:4000"}),
+          *f("f-h", ["broker-2"], 4.1, 20.0, {"partition": 0, "then_delay_ms": 15000})]
+    tl.sort(key=lambda r: r["t"])
+    (tmp_path / "timeline.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tl))
+    (tmp_path / "observer.jsonl").write_text("")
+    steps = extract_steps(tmp_path)
+    assert [(s.source_id, s.params_dict) for s in steps] == [("f-h", {"partition": 0, "then_delay_ms": 15000})]
