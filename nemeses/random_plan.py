@@ -36,15 +36,16 @@ from nemeses.schedule import RandomMix
 class PlannedFault:
     """One fault of a slot: ``delay`` seconds after the slot's previous fault was healed (for
     the first, after the schedule began: ``start-after`` plus the slot's stagger), ``fault``
-    (``index`` in the mix's list) with ``params`` for ``duration`` seconds; ``pick`` seeds the generator its targets and its
-    nemesis's own draws are made with. ``nominal`` is its start time if every fault started
-    and healed instantly (for ordering and for people; the interpreter runs by ``delay``)."""
+    (``index`` in the mix's list) with ``params`` for ``duration`` seconds; ``pick`` seeds the
+    generator its targets and its nemesis's own draws are made with. ``nominal`` is its start
+    time if every fault started and healed instantly (for ordering and for people; the
+    interpreter runs by ``delay``)."""
     slot: int
     n: int
     delay: float
     index: int
     fault: str
-    params: dict[str, Any] = field(compare=True, hash=False)
+    params: dict[str, Any] = field(hash=False)
     duration: float = 0.0
     pick: int = 0
     nominal: float = 0.0
