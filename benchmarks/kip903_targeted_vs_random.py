@@ -14,6 +14,11 @@ each run's wall time is the fault-injection run alone, the figure the <= 90 s bu
   random-off    campaigns/kip-903-random.yaml, metadata.version 3.4, looped until its total wall
                 time reaches targeted-off's ("for the same total time")
   random-on     optional: the random mix at metadata.version 4.1 (what it finds that is not KIP-903)
+  random-overlap-off / -on
+                campaigns/kip-903-random-overlap.yaml at 3.4 / 4.1: the race's own faults (hold,
+                wipe, page-cache-loss reboot, kills, by role) in a random mix with
+                ``nemesis.random.concurrency`` = --concurrency (2): up to that many at once;
+                timed like random-off
 Phase 2 judges every run with the real checker in ONE SparkSession
 (``checkers.job.check_run(run, spark=session)``): lost_write from verdict.json, cross-checked
 by the acknowledged values the final drain did not read, and each lost write classified from
@@ -21,6 +26,8 @@ verdict.json's ``attribution`` (what removed it; which election preceded that).
 
     python benchmarks/kip903_targeted_vs_random.py --runs 10 --json /work/notes/kip903-bench.json
     python benchmarks/kip903_targeted_vs_random.py --runs 2 --modes targeted-off,random-off
+    python benchmarks/kip903_targeted_vs_random.py --runs 4 --concurrency 2 \
+        --modes targeted-off,targeted-on,random-overlap-off,random-overlap-on
     python benchmarks/kip903_targeted_vs_random.py --summarise /work/notes/kip903-bench.json
 
 Figures, not assertions: run it, read it.
@@ -50,9 +57,13 @@ MODES = {
     "random-off": ("campaigns/kip-903-random.yaml", ["--set", "target.metadata.version=3.4"]),
     # the random mix on the fixed cluster: losses it still finds are not KIP-903's
     "random-on": ("campaigns/kip-903-random.yaml", ["--set", "target.metadata.version=4.1"]),
+    # the race's own faults, overlapping (nemesis.random.concurrency, set by --concurrency)
+    "random-overlap-off": ("campaigns/kip-903-random-overlap.yaml", ["--set", "target.metadata.version=3.4"]),
+    "random-overlap-on": ("campaigns/kip-903-random-overlap.yaml", ["--set", "target.metadata.version=4.1"]),
 }
 # random modes run for the wall time the targeted-off runs took, not for N runs
-TIMED = {"random-off": "targeted-off", "random-on": "targeted-off"}
+TIMED = {"random-off": "targeted-off", "random-on": "targeted-off",
+         "random-overlap-off": "targeted-off", "random-overlap-on": "targeted-off"}
 
 
 # --- reading a run directory ---------------------------------------------------------------
@@ -182,10 +193,13 @@ def is_kip903(cls: str) -> bool:
 
 # --- phase 1: fault-injection runs ----------------------------------------------------------
 
-def one_run(mode: str, seed: int, results: Path, timeout: float, duration: float | None) -> dict[str, Any]:
+def one_run(mode: str, seed: int, results: Path, timeout: float, duration: float | None,
+            concurrency: int | None = None) -> dict[str, Any]:
     campaign, extra = MODES[mode]
     cmd = ["faultline", "run", str(ROOT / campaign), "--seed", str(seed), "--results-dir", str(results),
            "--no-progress", "--no-check", *extra]
+    if concurrency and mode.startswith("random-overlap"):
+        cmd += ["--set", f"nemesis.random.concurrency={concurrency}"]
     if duration:
         cmd += ["--set", f"workload.duration={duration:g}"]
     load = os.getloadavg()[0]
@@ -323,14 +337,17 @@ def summarise(rows: list[dict[str, Any]], modes: list[str]) -> None:
             print(f"\n{mode}: lost writes by attribution (runs with it; writes; verdict.json lists <= 100 per run)")
             for c, n in cls.most_common():
                 print(f"  {runs[c]:3d} run(s) {n:6d} write(s)  {c}")
-    t, rnd = per.get("targeted-off"), per.get("random-off")
-    if t and rnd:
-        print(f"\ndetection in the same total time ({t['wall']:.0f} s targeted-off, {rnd['wall']:.0f} s random-off):")
+    t = per.get("targeted-off")
+    for rmode in ("random-off", "random-overlap-off"):
+        rnd = per.get(rmode)
+        if not (t and rnd):
+            continue
+        print(f"\ndetection in the same total time ({t['wall']:.0f} s targeted-off, {rnd['wall']:.0f} s {rmode}):")
         for what, key in (("any lost write", "loss"), ("the KIP-903 race", "kip903")):
             rt, rr = t[key] / t["wall"] * 3600, rnd[key] / rnd["wall"] * 3600
             ratio = f"{rt / rr:.1f}x" if rr else f"random found none (ratio > {t[key]}:0)"
             print(f"  {what:16s}: targeted {t[key]}/{t['runs']} runs = {rt:.0f}/h, "
-                  f"random {rnd[key]}/{rnd['runs']} runs = {rr:.0f}/h  -> targeted/random {ratio}")
+                  f"{rmode} {rnd[key]}/{rnd['runs']} runs = {rr:.0f}/h  -> targeted/random {ratio}")
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -342,6 +359,8 @@ def main() -> int:
     ap.add_argument("--results-dir", type=Path, default=Path("/tmp/faultline-kip903-bench"))
     ap.add_argument("--timeout", type=float, default=600, help="per fault-injection run (s)")
     ap.add_argument("--duration", type=float, default=None, help="workload.duration override (s)")
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help="nemesis.random.concurrency of the random-overlap modes (default: the campaign's, 2)")
     ap.add_argument("--random-budget", type=float, default=None,
                     help="total wall seconds for random modes (default: what targeted-off took)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
@@ -387,7 +406,7 @@ def main() -> int:
             budget = a.random_budget or sum(r["wall_s"] for r in rows if r["mode"] == TIMED[mode]) or None
         spent, i = 0.0, 0
         while (i < a.runs) if budget is None else (spent < budget or i == 0):
-            row = one_run(mode, 1000 + i, a.results_dir / mode, a.timeout, a.duration)
+            row = one_run(mode, 1000 + i, a.results_dir / mode, a.timeout, a.duration, a.concurrency)
             rows.append(row)
             spent += row["wall_s"]
             i += 1

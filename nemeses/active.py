@@ -10,6 +10,12 @@ targets, start and duration - has exactly one place to live.
 
 The ledger and the timeline are written by the nemesis itself (``Nemesis.begin``/``end``):
 ledger first, so a run killed at any point is healed by `faultline heal`.
+
+Overlapping faults (docs/nemeses.md, "Overlapping faults"): faults compose unless they would
+undo each other. A fault that claims what an applied one has to itself (``Nemesis.exclusive``:
+the proxy's hold, an interface's root qdisc) is refused (:class:`FaultConflict`). Two faults
+keeping one broker down (``Nemesis.keeps_down``) each heal, but only the last one's heal
+starts the broker again (``NemesisContext.service_holders``, answered by :meth:`holders_of`).
 """
 from __future__ import annotations
 
@@ -19,6 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from nemeses.base import REGISTRY, FaultRecord, Nemesis, NemesisContext
+
+
+class FaultConflict(ValueError):
+    """A fault cannot start while another applied one holds what it needs (one line)."""
 
 
 @dataclass
@@ -48,6 +58,8 @@ class ActiveFaults:
         self.last_hit_wall: dict[str, float] = {}
         self._lock = threading.RLock()
         self._seq = 0
+        if ctx.service_holders is None:
+            ctx.service_holders = self.holders_of
 
     def nemesis(self, fault: str) -> Nemesis:
         """The one instance of a fault kind for this schedule, set up on first use."""
@@ -60,8 +72,12 @@ class ActiveFaults:
 
     def start(self, fault: str, targets: list[str], params: dict[str, Any], name: str | None = None,
               duration: float | None = None) -> ActiveFault:
-        """Apply one fault now; with ``duration`` it is stopped by :meth:`stop_due` after that long."""
+        """Apply one fault now; with ``duration`` it is stopped by :meth:`stop_due` after that long.
+        Raises :class:`FaultConflict` (nothing applied) when an applied fault holds what it needs."""
         with self._lock:
+            why = self.conflict(fault, targets, params)
+            if why:
+                raise FaultConflict(why)
             self._seq += 1
             name = name or f"{fault}-{self._seq}"
             nem = self.nemesis(fault)
@@ -113,6 +129,32 @@ class ActiveFaults:
             except Exception as e:  # noqa: BLE001
                 errors.append(f"teardown {n.name}: {e}")
         return errors
+
+    # -- overlapping faults -----------------------------------------------------------------
+    def conflict(self, fault: str, targets: list[str], params: dict[str, Any], *,
+                 one_service_fault_per_host: bool = False) -> str | None:
+        """Why ``fault`` on ``targets`` cannot start now, or None. Always: an applied fault has
+        what it claims (``Nemesis.exclusive``). With ``one_service_fault_per_host`` (random
+        mixes) also: an applied fault already acts on the Kafka process of one of its hosts."""
+        with self._lock:
+            nem = self.nemesis(fault)
+            claims = nem.exclusive(list(targets), dict(params))
+            for a in self.applied.values():
+                shared = claims & a.nemesis.exclusive(a.record.targets, a.record.params)
+                if shared:
+                    return (f"{fault} on {'+'.join(targets) or '*'}: {a.name} ({a.record.fault}) already holds "
+                            f"{', '.join(sorted(shared))}; heal it first")
+                if one_service_fault_per_host and nem.acts_on_service and a.nemesis.acts_on_service:
+                    both = [t for t in targets if t in a.record.targets]
+                    if both:
+                        return f"{fault} on {'+'.join(both)}: {a.name} ({a.record.fault}) already acts on its process"
+            return None
+
+    def holders_of(self, host: str, fault_id: str) -> list[str]:
+        """The applied faults other than ``fault_id`` that keep ``host``'s service down."""
+        with self._lock:
+            return [a.name for a in self.applied.values()
+                    if a.record.id != fault_id and host in a.nemesis.keeps_down(a.record)]
 
     def active_fault(self, name: str) -> tuple[Nemesis, FaultRecord] | None:
         a = self.applied.get(name)

@@ -47,7 +47,7 @@ from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
 from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, FaultsView, Nemesis, register, register_condition
-from nemeses.netfilter import add_raw, net_run, remove_rules
+from nemeses.netfilter import add_raw, net_namespace, net_run, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -172,6 +172,13 @@ def _listener_hostport(n: Any) -> str | None:
     return None
 
 
+def is_placement(fault: str, params: dict[str, Any]) -> bool:
+    """Whether a recorded fault is the proxy's DNAT placement (``place_dnat``), which the
+    nemesis's setup records as a fault of its own so `faultline heal` removes the rules, and
+    not a fault a schedule applied: a replay of the run's faults must leave it to setup."""
+    return fault == AlterPartitionDelay.name and params.get("placement") == "dnat"
+
+
 @register
 class AlterPartitionDelay(Nemesis):
     name = "alter-partition"
@@ -228,7 +235,7 @@ class AlterPartitionDelay(Nemesis):
                                  f"{len(upstream.split(','))} controllers")
         hosts: dict[Any, list[Any]] = {}
         for n in self.ctx.nodes.values():
-            hosts.setdefault(self._host_key(n), []).append(n)
+            hosts.setdefault(net_namespace(n), []).append(n)
         targets = {key: nodes for key, nodes in hosts.items() if any(n.role == "broker" for n in nodes)}
         names = sorted(nodes[0].name for nodes in targets.values())
         record = FaultRecord(fault=self.name, targets=names,
@@ -254,11 +261,6 @@ class AlterPartitionDelay(Nemesis):
                         + (["and", "src", src] if src else ["and", "not", "src", source] if source else [])
                     net_run(t, kill)
         return record
-
-    @staticmethod
-    def _host_key(n: Any) -> Any:
-        t = n.transport
-        return ("local", getattr(t, "netns", None)) if isinstance(t, LocalTransport) else n.name
 
     def teardown(self) -> None:
         if getattr(self, "placement", None) is not None:
@@ -286,6 +288,11 @@ class AlterPartitionDelay(Nemesis):
         if name_or_id not in self.ctx.nodes:
             raise ValueError(f"alter-partition: unknown broker {name_or_id!r}; known: {', '.join(self.ctx.nodes)}")
         return int(self.ctx.nodes[name_or_id].node_id)
+
+    def exclusive(self, targets: list[str], params: dict[str, Any]) -> set[str]:
+        """The proxy has one hold and one delay per mode: a second hold would replace the
+        first's spec, and healing one of two delays would drop the other's."""
+        return {f"alter-partition:{params.get('mode', 'hold')}"}
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
         if not hasattr(self, "control_dir"):

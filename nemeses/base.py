@@ -61,6 +61,11 @@ class NemesisContext:
     rng: random.Random
     inventory_path: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    #: ``(host, fault id) -> names``: the *other* applied faults that keep ``host``'s service
+    #: down until their own heal (``Nemesis.keeps_down``). A schedule's ``ActiveFaults`` sets
+    #: it, so a fault healed while another still holds the same broker down leaves the restart
+    #: to that one; None (``faultline heal``, which heals every entry) holds nothing.
+    service_holders: Callable[[str, str], list[str]] | None = None
 
     def brokers(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.role == "broker"]
@@ -69,6 +74,10 @@ class NemesisContext:
 class Nemesis(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str]
+    #: the fault acts on its targets' Kafka process (kill, pause, restart, reboot, disk-wipe).
+    #: A random mix never has two of these on one host at once: the second would not add a
+    #: failure but replace the first (a kill ends a pause) (docs/nemeses.md, "Overlapping faults").
+    acts_on_service: ClassVar[bool] = False
 
     def setup(self, ctx: NemesisContext) -> None:
         self.ctx = ctx
@@ -83,6 +92,20 @@ class Nemesis(abc.ABC):
 
     def teardown(self) -> None:
         """Release what setup acquired (helper processes, connections)."""
+
+    def exclusive(self, targets: list[str], params: dict[str, Any]) -> set[str]:
+        """What this fault must have to itself while applied: a second fault claiming any of
+        the same keys is refused while the first is applied, because one's start or heal would
+        undo the other (one proxy hold; one root qdisc per interface). Default: nothing, for
+        faults that compose (iptables rules tagged per fault id, processes: see
+        :meth:`keeps_down`)."""
+        return set()
+
+    def keeps_down(self, record: FaultRecord) -> list[str]:
+        """The targets whose service this applied fault keeps stopped until its own heal
+        starts it again (a kill; a reboot or disk wipe with ``restart: false``). Another
+        fault's heal on the same host leaves the restart to this one."""
+        return []
 
     # -- helpers every nemesis uses, so ledger and timeline are never forgotten --
     def begin(self, record: FaultRecord) -> FaultRecord:
@@ -99,14 +122,29 @@ class Nemesis(abc.ABC):
 
     def start_stopped_targets(self, record: FaultRecord) -> list[str]:
         """The usual heal of a crash-like fault: start every target whose service is not
-        running (idempotent: a target someone already restarted is left alone)."""
+        running (idempotent: a target someone already restarted is left alone), unless
+        another applied fault still keeps it down (:meth:`start_unless_held`)."""
         started = []
         for name in record.targets:
             node = self.ctx.nodes.get(name)
-            if node is not None and not node.service_pids():
-                node.start_service()
+            if node is not None and not node.service_pids() and self.start_unless_held(node, record):
                 started.append(name)
         return started
+
+    def start_unless_held(self, node: Node, record: FaultRecord) -> bool:
+        """Start ``node``'s service on behalf of ``record``, unless another applied fault keeps
+        it down (``ctx.service_holders``): then the restart is that fault's, and the timeline
+        says so. Why: with overlapping faults, the first heal must not bring back a broker
+        that a longer fault (a kill without a duration, a disk wipe with ``restart: false``)
+        still holds down; the last holder's heal starts it, and its ledger entry stays open
+        until then, so `faultline heal` after a crash still starts it."""
+        holders = self.ctx.service_holders(node.name, record.id) if self.ctx.service_holders else []
+        if holders:
+            self.ctx.timeline.event("note", fault_id=record.id, host=node.name,
+                                    text=f"{record.fault}: {node.name} left down: {', '.join(holders)} still holds it")
+            return False
+        node.start_service()
+        return True
 
     def end(self, record: FaultRecord, **detail: Any) -> None:
         self.ctx.timeline.fault_stopped(record.id, record.fault, record.targets, **detail)

@@ -27,6 +27,7 @@ from nemeses.scripts import script_text
 @register
 class DiskWipe(Nemesis):
     name = "disk-wipe"
+    acts_on_service = True
     description = "SIGKILL a broker or controller, empty its log (or metadata log) dirs keeping node.id/cluster.id, restart it"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
@@ -54,8 +55,12 @@ class DiskWipe(Nemesis):
         self.ctx.timeline.event("note", fault_id=record.id, what="disk wiped", detail=detail)
         if params.get("restart", True):
             for node in nodes:
-                node.start_service()
+                self.start_unless_held(node, record)
         return record
+
+    def keeps_down(self, record: FaultRecord) -> list[str]:
+        """With ``restart: false`` the wiped broker stays down until this fault's heal."""
+        return [] if record.params.get("restart", True) else list(record.targets)
 
     def stop(self, record: FaultRecord) -> None:
         self.end(record, started=self.start_stopped_targets(record))

@@ -24,7 +24,7 @@ from typing import Any
 from groundwork.transport.base import Transport
 from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, Nemesis, Node, register
-from nemeses.netfilter import Rule, add_rules, net_run, remove_rules
+from nemeses.netfilter import Rule, add_rules, net_namespace, net_run, remove_rules
 
 HANDLE = "fa17:"
 KINDS = ("loss", "rate", "delay")
@@ -82,6 +82,14 @@ class LinkDegrade(Nemesis):
                                      if args[0] == "netem" else ""))
             raise Unavailable(f"{node.name}: tc {args[0]} on {dev} failed: {err}")
         return dev
+
+    def exclusive(self, targets: list[str], params: dict[str, Any]) -> set[str]:
+        """rate and delay replace the interface's root qdisc (handle ``fa17:``): two at once in
+        one network namespace would be one qdisc, removed by the first heal. loss rules are
+        tagged per fault and compose."""
+        if params.get("kind", "loss") == "loss":
+            return set()
+        return {f"link-qdisc:{net_namespace(self.ctx.nodes[t])}" for t in targets if t in self.ctx.nodes}
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
         kind = params.get("kind", "loss")

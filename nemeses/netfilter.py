@@ -15,12 +15,21 @@ from __future__ import annotations
 import inspect
 import shlex
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from groundwork.transport.base import CommandFailed, Transport
+from groundwork.transport.local import LocalTransport
 
 TAG_PREFIX = "faultline:"
 CHAINS = ("INPUT", "OUTPUT", "FORWARD")
+
+
+def net_namespace(node: Any) -> Any:
+    """A key for the network namespace a node's transport runs network commands in: nodes of
+    one local namespace (the embedded cluster's brokers on 127.0.0.x: one ``lo``) share it;
+    every other host has its own."""
+    t = node.transport
+    return ("local", getattr(t, "netns", None)) if isinstance(t, LocalTransport) else node.name
 
 
 def net_run(transport: Transport, cmd: str | Sequence[str], **kw):

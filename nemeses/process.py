@@ -27,6 +27,8 @@ from nemeses.base import FaultRecord, Nemesis, Node, register
 
 
 class _ProcessNemesis(Nemesis):
+    acts_on_service = True
+
     def _node(self, name: str) -> Node:
         if name not in self.ctx.nodes:
             raise ValueError(f"{self.name}: unknown target {name!r}; known: {', '.join(sorted(self.ctx.nodes))}")
@@ -46,12 +48,12 @@ class _ProcessNemesis(Nemesis):
         self.begin(rec)
         return nodes, rec
 
-    def _ensure_running(self, node: Node) -> bool:
-        """Start the service if no process of it runs; True when it had to start it."""
+    def _ensure_running(self, node: Node, record: FaultRecord) -> bool:
+        """Start the service if no process of it runs and no other applied fault keeps it
+        down; True when it started it."""
         if node.service_pids():
             return False
-        node.start_service()
-        return True
+        return self.start_unless_held(node, record)
 
 
 @register
@@ -74,9 +76,13 @@ class Kill(_ProcessNemesis):
     def _restart_later(self, rec: FaultRecord) -> None:
         try:
             for name in rec.targets:
-                self._ensure_running(self._node(name))
+                self._ensure_running(self._node(name), rec)
         except Exception as e:  # noqa: BLE001 - heal retries; note it
             self.ctx.timeline.event("note", text=f"kill {rec.id}: restart after delay failed: {e}")
+
+    def keeps_down(self, record: FaultRecord) -> list[str]:
+        """A killed broker stays down until this fault's heal (or ``restart_after``) starts it."""
+        return list(record.targets)
 
     def stop(self, record: FaultRecord) -> None:
         self.end(record, restarted=self.start_stopped_targets(record))
@@ -125,7 +131,7 @@ class Restart(_ProcessNemesis):
         if downtime > 0:
             time.sleep(downtime)
         for n in nodes:
-            self._ensure_running(n)
+            self._ensure_running(n, rec)
         return rec
 
     def stop(self, record: FaultRecord) -> None:

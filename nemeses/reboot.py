@@ -124,6 +124,7 @@ def cut_note(detail: dict[str, Any]) -> str:
 @register
 class Reboot(Nemesis):
     name = "reboot"
+    acts_on_service = True
     description = "crash a broker or controller losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
@@ -148,8 +149,12 @@ class Reboot(Nemesis):
                                 detail=detail)
         if params.get("restart", True):
             for node in nodes:
-                node.start_service()
+                self.start_unless_held(node, record)
         return record
+
+    def keeps_down(self, record: FaultRecord) -> list[str]:
+        """With ``restart: false`` the crashed broker stays down until this fault's heal."""
+        return [] if record.params.get("restart", True) else list(record.targets)
 
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
         dirs = fault_dirs(node, params) if mode != "lazyfs" else []

@@ -1,7 +1,8 @@
 """The nemesis step language: targeted step scripts and seeded random mixes, as plain data.
 
 Why two kinds: a random mix (Jepsen's ``nemesis/compose`` with a generator: every
-``interval`` seconds a random fault on a random target, healed after ``duration``) finds
+``interval`` seconds a random fault on a random target, healed after ``duration``; with
+``concurrency: k``, k such generators side by side, so up to k faults overlap) finds
 what nobody thought of; a targeted script reproduces a known race step by step, such as
 KIP-903's six steps (seed 000 "Proposed Changes": hold AlterPartition, wipe the follower's
 disk, release, kill the leader) or Last Replica Standing (seed 003 §2.4). Targeted
@@ -46,7 +47,7 @@ STEP_EXTRA = {"start": ("target", "as", "params", "duration"), "select": ("as",)
               "until": ("timeout", "on-timeout", "poll"), "wait": (), "stop": (), "note": ()}
 SCHEDULES = ("targeted", "random", "none")
 NEMESIS_KEYS = ("schedule", "steps", "random", "settings")
-RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params")
+RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params", "concurrency")
 SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker",
                     "active-controller", "controller-follower", "controllers-majority")
 CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers-majority")
@@ -77,13 +78,26 @@ class Step:
 @dataclass
 class RandomMix:
     """``schedule: random``: the faults to draw from (each with its params), how often, for how
-    long, on which selectors; every draw is made by the interpreter from the run's seeded RNG."""
+    long, on which selectors; every draw is made by the interpreter from the run's seeded RNG.
+    ``concurrency``: up to this many faults active at once, each slot its own generator
+    (:mod:`nemeses.random_plan`); 1 is the original one-at-a-time loop."""
     faults: list[tuple[str, dict[str, Any]]]
     interval: float = 10.0
     duration: float = 5.0
     targets: list[str] = field(default_factory=lambda: ["random-broker"])
     seed: int | None = None
     start_after: float = 2.0
+    concurrency: int = 1
+    #: a fault's own ``targets`` / ``duration`` (by its index in ``faults``), where it has them:
+    #: "kill the leader, wipe the follower" rather than every fault on a random broker
+    fault_targets: dict[int, list[str]] = field(default_factory=dict)
+    fault_durations: dict[int, float] = field(default_factory=dict)
+
+    def targets_of(self, i: int) -> list[str]:
+        return self.fault_targets.get(i, self.targets)
+
+    def duration_of(self, i: int) -> float:
+        return self.fault_durations.get(i, self.duration)
 
 
 @dataclass
@@ -256,23 +270,31 @@ def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_
     if not faults_raw:
         raise c.fail(join(rp, "faults"), "expected at least one fault")
     faults: list[tuple[str, dict[str, Any]]] = []
+    fault_targets: dict[int, list[str]] = {}
+    fault_durations: dict[int, float] = {}
     common = dict(c.mapping(r.get("params"), join(rp, "params")))
     for i, f in enumerate(faults_raw):
         fp = f"{rp}.faults[{i}]"
         if isinstance(f, dict):
-            c.keys(f, fp, ["fault", "params"], required=["fault"])
+            c.keys(f, fp, ["fault", "params", "targets", "duration"], required=["fault"])
             faults.append((fault_name(f["fault"], join(fp, "fault")), {**common, **c.mapping(f.get("params"), join(fp, "params"))}))
+            if f.get("targets") is not None:
+                ftl = f["targets"] if isinstance(f["targets"], list) else [f["targets"]]
+                fault_targets[i] = [sel(t, join(fp, "targets")) for t in ftl]
+            if f.get("duration") is not None:
+                fault_durations[i] = c.number(f["duration"], join(fp, "duration"), min=0)
         else:
             faults.append((fault_name(f, fp), dict(common)))
     tl = r.get("targets", ["random-broker"])
     tl = tl if isinstance(tl, list) else [tl]
     mix = RandomMix(
-        faults=faults,
+        faults=faults, fault_targets=fault_targets, fault_durations=fault_durations,
         interval=c.number(r.get("interval", 10), join(rp, "interval"), positive=True),
         duration=c.number(r.get("duration", 5), join(rp, "duration"), min=0),
         targets=[sel(t, join(rp, "targets")) for t in tl],
         seed=c.integer(r["seed"], join(rp, "seed"), min=0) if r.get("seed") is not None else None,
         start_after=c.number(r.get("start-after", 2), join(rp, "start-after"), min=0),
+        concurrency=c.integer(r.get("concurrency", 1), join(rp, "concurrency"), min=1),
     )
     return Schedule("random", random=mix)
 

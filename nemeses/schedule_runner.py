@@ -14,12 +14,15 @@ automatic stops of faults given a ``duration``, and hands every fault start and 
 """
 from __future__ import annotations
 
+import random
 import threading
 import time
-from typing import Any, Callable, Protocol
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
-from nemeses.active import ActiveFaults
+from nemeses.active import ActiveFaults, FaultConflict
 from nemeses.base import CONDITIONS, FaultRecord, NemesisContext
+from nemeses.random_plan import PlannedFault, slot_plan
 from nemeses.schedule import (CONTROLLER_SELECTORS, NODE_CONDITIONS, PARTITION_CONDITIONS, PARTITION_SELECTORS,
                               RandomMix, Schedule, Step)
 
@@ -253,7 +256,10 @@ class ScheduleRunner:
             tl.event("note", text=f"select {step.arg} as {step.name}", hosts=hosts)
         elif step.kind == "start":
             targets = self._resolve_all(step.target, self.resolve_soon)
-            self.start(step.arg, targets, step.params, step.name, step.duration)
+            try:
+                self.start(step.arg, targets, step.params, step.name, step.duration)
+            except FaultConflict as e:
+                raise ScheduleError(f"{step.path}: {e}") from None
         elif step.kind == "stop":
             if step.arg == "all":
                 self.faults.stop_all()
@@ -284,13 +290,19 @@ class ScheduleRunner:
 
     def run_random(self, mix: RandomMix, until_mono: float | None) -> None:
         """Jepsen-style mix: after ``start-after``, every ``interval`` (jittered ±50% by the
-        seeded RNG) one random fault on the selected target, healed after ``duration``."""
+        seeded RNG) one random fault on the selected target, healed after ``duration``.
+        ``concurrency`` above 1: :meth:`run_slots`. This loop stays as it was, draw for draw,
+        so a seed recorded before concurrency existed replays the same faults."""
+        if mix.concurrency > 1:
+            self.run_slots(mix, until_mono)
+            return
         rng = self.ctx.rng
         self.sleep(mix.start_after)
         while not self.stop_event.is_set() and (until_mono is None or time.monotonic() < until_mono):
-            fault, params = mix.faults[rng.randrange(len(mix.faults))]
+            i = rng.randrange(len(mix.faults))
+            fault, params = mix.faults[i]
             try:
-                targets = self._resolve_all(mix.targets, self.resolve)
+                targets = self._resolve_all(mix.targets_of(i), self.resolve)
             except ScheduleError as e:
                 self.ctx.timeline.event("note", text=f"random schedule skipped a fault: {e}")
                 self.sleep(1.0)
@@ -302,9 +314,78 @@ class ScheduleRunner:
                                         f"{type(e).__name__}: {e}")
                 self.sleep(1.0)
                 continue
-            self.sleep(min(mix.duration, max(0.0, (until_mono or float("inf")) - time.monotonic())))
+            self.sleep(min(mix.duration_of(i), max(0.0, (until_mono or float("inf")) - time.monotonic())))
             self.stop(applied.name)
             self.sleep(mix.interval * rng.uniform(0.5, 1.5))
+
+    def run_slots(self, mix: RandomMix, until_mono: float | None) -> None:
+        """``concurrency: k``: k slots side by side, each running its own part of the plan
+        (:mod:`nemeses.random_plan`): wait the planned gap, start the planned fault with its
+        own targets for its own duration, and once it is healed wait the next gap. So up to k
+        faults are active at once. One thread and one loop start what is due and fire the
+        automatic stops, so a start and a heal never race; a slot whose fault cannot start
+        (no target now, a conflicting fault, an error) notes why and waits its next gap.
+        The plan's seed is the run generator's one draw here, noted on the timeline."""
+        seed = self.ctx.rng.getrandbits(63)
+        k = mix.concurrency
+        self.ctx.timeline.event("note", text=f"random mix: up to {k} faults at once, plan seed {seed}",
+                                concurrency=k, plan_seed=seed)
+        plans = [slot_plan(mix, seed, s) for s in range(k)]
+        nxt = [next(g) for g in plans]
+        now = time.monotonic()
+        due = [now + p.delay for p in nxt]
+        running: list[str | None] = [None] * k
+        while not self.stop_event.is_set():
+            self.faults.stop_due()
+            if until_mono is not None and time.monotonic() >= until_mono:
+                return
+            for s in sorted(range(k), key=lambda i: (due[i], i)):
+                if running[s] is not None:
+                    if running[s] in self.faults.applied:
+                        continue
+                    running[s], due[s] = None, time.monotonic() + nxt[s].delay   # healed: its gap begins
+                if time.monotonic() < due[s] or self.stop_event.is_set():
+                    continue
+                if until_mono is not None and time.monotonic() >= until_mono:
+                    return
+                p, nxt[s] = nxt[s], next(plans[s])
+                running[s] = self._start_planned(mix, p, until_mono)
+                if running[s] is None:
+                    due[s] = time.monotonic() + nxt[s].delay
+            idle = [d for d, r in zip(due, running) if r is None]
+            self.stop_event.wait(max(0.0, min([*idle, time.monotonic() + 0.1]) - time.monotonic()))
+
+    def _start_planned(self, mix: RandomMix, p: PlannedFault, until_mono: float | None) -> str | None:
+        """Start one planned fault; its name, or None when it was skipped (noted)."""
+        tl = self.ctx.timeline
+        with self._drawing_from(random.Random(p.pick)):
+            try:
+                targets = self._resolve_all(mix.targets_of(p.index), self.resolve)
+            except ScheduleError as e:
+                tl.event("note", text=f"random schedule (slot {p.slot}) skipped {p.fault}: {e}")
+                return None
+            why = self.faults.conflict(p.fault, targets, p.params, one_service_fault_per_host=True)
+            if why:
+                tl.event("note", text=f"random schedule (slot {p.slot}) skipped {why}")
+                return None
+            left = float("inf") if until_mono is None else until_mono - time.monotonic()
+            try:
+                return self.faults.start(p.fault, targets, p.params, duration=max(0.0, min(p.duration, left))).name
+            except Exception as e:  # noqa: BLE001 - a random fault that cannot apply now is skipped
+                tl.event("note", text=f"random schedule (slot {p.slot}): {p.fault} on {', '.join(targets)} failed: "
+                         f"{type(e).__name__}: {e}")
+                return None
+
+    @contextmanager
+    def _drawing_from(self, rng: random.Random) -> Iterator[None]:
+        """Every draw made while one planned fault starts - its targets, and its nemesis's own
+        (a reboot's cut seed, a partition's random halves) - comes from that fault's generator,
+        so the plan does not depend on which slot's fault happened to start first."""
+        run_rng, self.ctx.rng = self.ctx.rng, rng
+        try:
+            yield
+        finally:
+            self.ctx.rng = run_rng
 
 
 def _fmt(cond: dict[str, Any]) -> str:

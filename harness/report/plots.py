@@ -96,6 +96,32 @@ def fault_lanes(faults: pd.DataFrame) -> list[str]:
     return labels if len(labels) <= MAX_FAULT_LANES else list(dict.fromkeys(faults["fault"]))
 
 
+def fault_rows(faults: pd.DataFrame) -> tuple[list[str], list[int]]:
+    """Lane labels, top to bottom, and each fault's lane (in ``faults``' order): the lanes of
+    :func:`fault_lanes`, each split into as many rows as it has faults active at once, so
+    overlapping faults of one lane (two kills of a random mix with ``concurrency``, one
+    per-kind lane) are drawn one above the other instead of on top of each other."""
+    keys = fault_lanes(faults)
+    if not keys:
+        return [], []
+    by_kind = keys[0] in set(faults["fault"])
+    ends: dict[str, list[float]] = {k: [] for k in keys}    # per lane: where each of its rows is free
+    sub: list[tuple[str, int]] = [("", 0)] * len(faults)
+    for pos in sorted(range(len(faults)), key=lambda n: (faults["start"].iat[n], n)):
+        f = faults.iloc[pos]
+        key = f["fault"] if by_kind else f"{f['fault']}[{f['targets']}]"
+        rows = ends[key]
+        i = next((j for j, e in enumerate(rows) if e <= f["start"]), len(rows))
+        if i == len(rows):
+            rows.append(0.0)
+        rows[i] = max(f["stop"], f["start"])
+        sub[pos] = (key, i)
+    label = lambda k, i: k if i == 0 else f"{k} ({i + 1})"  # noqa: E731
+    labels = [label(k, i) for k in keys for i in range(max(len(ends[k]), 1))]
+    index = {lab: n for n, lab in enumerate(labels)}
+    return labels, [index[label(k, i)] for k, i in sub]
+
+
 def _dedupe(df: pd.DataFrame, end_t: float, by: str = "row") -> pd.DataFrame:
     if df.empty:
         return df.assign(n=pd.Series(dtype=int))
@@ -173,8 +199,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     phases = phases[phases["t"] <= end_t] if not phases.empty else phases
     n_rows = max(len(rows), 1)
     has_tp = throughput is not None and not throughput.empty
-    lanes = fault_lanes(faults)
-    by_kind = bool(lanes) and lanes[0] in set(faults["fault"])
+    lanes, lane_of = fault_rows(faults)
     heights = ([1.6, 1.2] if has_tp else []) + ([0.45] if controllers else []) \
         + ([0.22 * len(lanes) + 0.3] if lanes else []) + [0.42 * n_rows + 0.6]
     fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(12, sum(heights) + 0.6),
@@ -218,8 +243,8 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         fax = axes[-2]
         lane_y = {label: len(lanes) - 1 - i for i, label in enumerate(lanes)}
         boxes, fcs, ecs, lws = [], [], [], []
-        for f in faults.itertuples():  # one collection: a nightly run has hundreds of faults
-            y = lane_y[f.fault if by_kind else f"{f.fault}[{f.targets}]"]
+        for f, lane in zip(faults.itertuples(), lane_of):  # one collection: a nightly run has hundreds of faults
+            y = len(lanes) - 1 - lane
             b = f.start + max(f.stop - f.start, end_t / 500)
             boxes.append([(f.start, y - 0.35), (b, y - 0.35), (b, y + 0.35), (f.start, y + 0.35)])
             fcs.append(colours[f.fault])

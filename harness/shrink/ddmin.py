@@ -67,9 +67,21 @@ def ddmin(steps: list[FaultStep], test: Test, on_best: Callable[[list[FaultStep]
     return pick(idx)
 
 
-def _shift_after(steps: list[FaultStep], t: float, by: float) -> list[FaultStep]:
-    """Move every step that starts at or after ``t`` earlier by ``by`` seconds."""
-    return [replace(x, at=round(x.at - by, 2)) if x.at >= t - 1e-9 else x for x in steps]
+def _compress(steps: list[FaultStep], t: float, by: float) -> list[FaultStep]:
+    """Move every start and every heal at or after ``t`` earlier by ``by`` seconds: the
+    timeline after ``t`` moves as a block. A step that began before ``t`` and heals after it
+    (an overlap) is shortened, so whatever started while it was applied still does."""
+    out = []
+    for x in steps:
+        at = x.at - by if x.at >= t - 1e-9 else x.at
+        end = x.end - by if x.end >= t - 1e-9 else x.end
+        out.append(x if (at, end) == (x.at, x.end) else replace(x, at=round(at, 2), duration=round(end - at, 2)))
+    return out
+
+
+def _events(steps: list[FaultStep], but: FaultStep) -> list[float]:
+    """Every start and heal time of the steps other than ``but``."""
+    return [t for x in steps if x is not but for t in (x.at, x.end)]
 
 
 def simplify(steps: list[FaultStep], test: Test, *, min_duration: float = 1.0, min_lead: float = 1.0,
@@ -77,10 +89,14 @@ def simplify(steps: list[FaultStep], test: Test, *, min_duration: float = 1.0, m
     """One pass over the steps, in time order: for each, try fewer targets, half the
     duration, and an earlier start; keep each change that still fails.
 
-    Time moves as a block: shortening a step moves the steps that start after its heal
-    earlier by as much, and starting a step earlier moves every later step with it, so
-    what a random mix made matter - "the leader died 0.4 s after the follower came back"
-    - stays true while the schedule gets shorter."""
+    Time moves as a block: shortening a step moves every start and heal after its heal
+    earlier by as much, and starting a step earlier moves every later start and heal with it,
+    so what a random mix made matter - "the leader died 0.4 s after the follower came
+    back" - stays true while the schedule gets shorter. No change reorders the starts and
+    heals (with overlapping faults: a step never shrinks past a start or heal that happened
+    while it was applied, and never starts before one that happened before it), so a
+    candidate asks only "is this one shorter and still failing", never "does a different
+    overlap fail"."""
     best = sorted(steps, key=lambda s: s.at)
 
     def attempt(cand: list[FaultStep]) -> bool:
@@ -100,13 +116,18 @@ def simplify(steps: list[FaultStep], test: Test, *, min_duration: float = 1.0, m
             if len(cur.target) > 1 and t in cur.target:
                 attempt(best[:i] + [replace(cur, target=tuple(x for x in cur.target if x != t))] + best[i + 1:])
         cur = best[i]
-        half = round(cur.duration / 2, 2)
-        if half >= min_duration:
-            later = _shift_after(best[i + 1:], cur.end, cur.duration - half)
-            attempt(best[:i] + [replace(cur, duration=half)] + later)
+        inside = [t for t in _events(best, cur) if cur.at < t < cur.end]
+        # half the duration, but heal after the last start or heal that happened during it
+        end = cur.at + round(cur.duration / 2, 2) if not inside else max(cur.at + cur.duration / 2,
+                                                                           (max(inside) + cur.end) / 2)
+        shorter = round(end - cur.at, 2)
+        if shorter >= min_duration and cur.duration - shorter >= 0.5:
+            others = _compress(best[:i] + best[i + 1:], cur.end, cur.duration - shorter)
+            attempt(others + [replace(cur, duration=shorter)])
         cur = best[i]
-        floor = min_lead if i == 0 else max((x.end for x in best[:i]), default=0.0)
+        before = [t for t in _events(best, cur) if t < cur.at - 1e-9]
+        floor = max(before) if before else min_lead
         shift = round((cur.at - floor) / 2, 2)
         if shift >= 0.5:
-            attempt(best[:i] + _shift_after(best[i:], cur.at, shift))
+            attempt(_compress(best, cur.at, shift))
     return best

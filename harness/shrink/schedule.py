@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from checkers.attribution import fault_intervals
+from nemeses.alter_partition import is_placement
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ def extract_steps(run_dir: Path, partition: int | None = None) -> list[FaultStep
             continue
         stop = f.stop if f.stop is not None else end
         params = f.detail if isinstance(f.detail, dict) else {}
+        if is_placement(f.fault, params):
+            continue   # the AlterPartition proxy's placement: the replay's setup redoes it
         state = obs.at(part, f.start)
         target = tuple(dict.fromkeys(role_selector(h, state, part, ids) for h in f.targets))
         steps.append(FaultStep(fault=f.fault, target=target, at=round(max(0.0, f.start - t0), 2),
@@ -192,21 +195,44 @@ def extract_steps(run_dir: Path, partition: int | None = None) -> list[FaultStep
     return steps
 
 
+def overlapping(step: FaultStep, steps: list[FaultStep]) -> bool:
+    """Whether another step starts or stops while ``step`` is applied (strictly inside it)."""
+    return any(o is not step and (step.at < o.at < step.end or step.at < o.end < step.end) for o in steps)
+
+
 def to_step_script(steps: list[FaultStep]) -> list[dict[str, Any]]:
     """The targeted step language (nemeses/schedule.py): a wait up to each start, then the
-    fault with its automatic heal after ``duration``."""
+    fault. A fault that nothing else starts or stops during heals itself after ``duration``.
+    A fault during which another one starts or stops (a random mix with ``concurrency``)
+    is started ``as`` a name and healed by a ``stop:`` step at its place among the others'
+    starts and stops, so the replay keeps the order of every start and heal - "B started
+    while A was still applied" - even when a start takes a while (a reboot's cut, a
+    disk wipe): waits are relative to the step before, and an automatic stop is timed from
+    its own start, so drift could otherwise heal A before B begins."""
+    ordered = sorted(steps, key=lambda s: s.at)
+    explicit = [overlapping(s, ordered) for s in ordered]
+    # (time, stops before starts at one instant, index): a fault healed as the next begins
+    # is not an overlap
+    events = sorted([(s.at, 1, i) for i, s in enumerate(ordered)]
+                    + [(s.end, 0, i) for i, s in enumerate(ordered) if explicit[i]])
     out: list[dict[str, Any]] = []
     cursor = 0.0
-    for i, s in enumerate(sorted(steps, key=lambda s: s.at)):
-        gap = round(s.at - cursor, 2)
+    for t, is_start, i in events:
+        s = ordered[i]
+        gap = round(t - cursor, 2)
         if gap > 0:
             out.append({"wait": gap})
+        cursor = max(cursor, t)
+        if not is_start:
+            out.append({"stop": f"f{i + 1}"})
+            continue
         st: dict[str, Any] = {"start": s.fault, "target": s.target[0] if len(s.target) == 1 else list(s.target),
-                              "as": f"f{i + 1}", "duration": s.duration}
+                              "as": f"f{i + 1}"}
+        if not explicit[i]:
+            st["duration"] = s.duration
         if s.params_dict:
             st["params"] = s.params_dict
         out.append(st)
-        cursor = max(cursor, s.at)
     return out
 
 
@@ -248,5 +274,5 @@ def campaign_yaml(doc: dict[str, Any], header: list[str] | None = None) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
-__all__ = ["FaultStep", "SourceRun", "candidate_campaign", "campaign_yaml", "extract_steps", "replace",
-           "schedule_key", "to_step_script"]
+__all__ = ["FaultStep", "SourceRun", "candidate_campaign", "campaign_yaml", "extract_steps", "overlapping",
+           "replace", "schedule_key", "to_step_script"]

@@ -106,6 +106,7 @@ CASES: list[tuple[str, str, object, list[str], str]] = [
     ("camp-unknown-condition", "camp", campaign(nemesis="nemesis: {schedule: targeted, steps: [{until: {moon-phase: full}}]}"), [], "unknown condition"),
     ("camp-two-step-kinds", "camp", campaign(nemesis="nemesis: {schedule: targeted, steps: [{wait: 1, note: hi}]}"), [], "a step has exactly one of"),
     ("camp-random-no-faults", "camp", campaign(nemesis="nemesis: {schedule: random, random: {interval: 3}}"), [], "nemesis.random.faults: missing required key"),
+    ("camp-random-concurrency-zero", "camp", campaign(nemesis="nemesis: {schedule: random, random: {faults: [kill], concurrency: 0}}"), [], "nemesis.random.concurrency: expected an integer >= 1, got 0"),
     ("camp-python-tag", "camp", "!!python/name:os.system\n", [], "not allowed"),
     ("camp-settings-not-scalar", "camp", campaign(target=f"target: {{inventory: {LOCAL_INV}, settings: {{kip903.enabled: [1, 2]}}}}"), [], "target.settings.kip903.enabled: expected a scalar"),
     ("camp-controllers-zero", "camp", campaign(), ["--set", "target.controllers=0"], "target.controllers: expected an integer >= 1"),

@@ -270,3 +270,26 @@ def test_a_held_request_follows_the_broker_to_the_next_controller(tmp_path):
     assert hold["upstream"] == f"127.0.0.1:{c1.port}"
     assert followed["upstream"] == answer["upstream"] == f"127.0.0.1:{c2.port}" and followed["held"] is True
     assert (answer["accepted"], answer["error_code"]) == (False, 107)
+
+
+def test_two_delays_of_one_mode_cannot_overlap_but_a_hold_and_a_delay_can(rig, tmp_path):
+    """The proxy has one delay per mode and one hold: healing one of two overlapping delays
+    would drop the other's, and a second hold would replace the first's spec. So a schedule
+    refuses the second (one line naming both), while a hold and a delay compose; once the
+    first delay is healed another may start."""
+    from nemeses.active import ActiveFaults, FaultConflict
+
+    ctl, nem, addr, ctx = rig(False)
+    faults = ActiveFaults(ctx)
+    d1 = faults.start("alter-partition", ["b2"], {"mode": "delay", "delay_ms": 300})
+    with pytest.raises(FaultConflict) as e:
+        faults.start("alter-partition", ["b3"], {"mode": "delay", "delay_ms": 900})
+    assert "\n" not in str(e.value) and d1.name in str(e.value) and "alter-partition:delay" in str(e.value)
+    hold = faults.start("alter-partition", ["b3"], {"partition": 0, "until": {"after_s": 60}})
+    with pytest.raises(FaultConflict, match="alter-partition:hold"):
+        faults.start("alter-partition", ["b2"], {"partition": 0, "until": {"after_s": 60}})
+    faults.stop(d1.name)
+    d2 = faults.start("alter-partition", ["b2"], {"mode": "delay", "delay_ms": 300})
+    assert sorted(faults.applied) == sorted([hold.name, d2.name])
+    assert faults.heal_all() == []
+    assert [x for x in ctx.ledger.open_entries() if x["id"] in (d1.record.id, d2.record.id, hold.record.id)] == []
