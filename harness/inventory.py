@@ -39,7 +39,11 @@ HOST_VARS = {
     "faultline_container", "faultline_netns", "kafka_node_id", "kafka_listeners",
     "kafka_data_dirs", "kafka_service", "kafka_event_log", "faultline_sudo",
     "kafka_log_dir", "kafka_log_files", "kafka_log_timezone",
+    "kafka_metadata_log_dir", "kafka_config", "kafka_implementation",
 }
+#: who wrote a host's logs (nemeses.hostinfo.IMPLEMENTATIONS): it decides how much a page-cache
+#: loss cuts (kraftsim's recovery-point checkpoint is exact, Kafka's only a floor)
+IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 #: Kafka's log4j files faultline collects, and their names in ``kafka.logs.dir`` as Kafka's
 #: config/log4j.properties (log4j2.yaml from 4.0) writes them
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
@@ -75,6 +79,9 @@ class HostSpec:
     log_dir: str | None = None                                  # kafka.logs.dir on the host
     log_files: dict[str, str] = field(default_factory=dict)     # kind -> path, overriding log_dir/<name>
     log_timezone: str | None = None                             # the zone log4j stamps in (default: the host's)
+    metadata_log_dir: str | None = None                         # metadata.log.dir: the KRaft metadata log
+    config: str | None = None                                   # server.properties on the host
+    implementation: str = "apache-kafka"                        # who wrote the logs: apache-kafka | kraftsim
 
 
 @dataclass
@@ -255,6 +262,10 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         log_dir=_opt_str(c, v, "kafka_log_dir", path),
         log_files=_log_files(c, v.get("kafka_log_files"), p("kafka_log_files")),
         log_timezone=_log_timezone(c, v.get("kafka_log_timezone"), p("kafka_log_timezone")),
+        metadata_log_dir=_abs_path(c, v.get("kafka_metadata_log_dir"), p("kafka_metadata_log_dir")),
+        config=_abs_path(c, v.get("kafka_config"), p("kafka_config")),
+        implementation=c.string(v.get("kafka_implementation", "apache-kafka"), p("kafka_implementation"),
+                                choices=list(IMPLEMENTATIONS)),
     )
     # what each transport needs to reach the host
     if inv.transport == "ssh" and not spec.address:
@@ -271,6 +282,16 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         hp = _listener_hostport(listeners) if listeners else None
         spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
     return spec
+
+
+def _abs_path(c: Validator, v: Any, path: str) -> str | None:
+    """An absolute path on the host (it is read there, never relative to faultline's cwd)."""
+    if v is None:
+        return None
+    text = c.string(v, path)
+    if not text.startswith("/"):
+        raise c.fail(path, f"an absolute path on the host is wanted, got {text!r}")
+    return text
 
 
 def _log_files(c: Validator, v: Any, path: str) -> dict[str, str]:
