@@ -137,7 +137,7 @@ class HostChecks:
                 why = re.sub(r"\s*\(grant NOPASSWD[^)]*\)$", "", without_host(spec.name, why))
                 c.add(FAIL, f"sudo -n refused for {self.user}: {why}", SUDOERS_FIX.format(user=self.user))
                 return c
-            self.root, how = True, "sudo -n"
+            self.root, how = True, "exec as root" if self.inv.transport == "docker" else "sudo -n"
         else:
             r = self.t.run(["id", "-u"])
             self.root = r.ok and r.stdout.strip() == "0"
