@@ -108,6 +108,17 @@ class ClusterNode:
                 raise InfraError(f"{self.name}: service still running after signal {int(sig)}")
             time.sleep(0.05)
 
+    def cmdline(self) -> list[str]:
+        """The running service's command line (``/proc/PID/cmdline`` of its pid), ``[]`` when it
+        does not run or the host does not answer: where a real Kafka names its config, its
+        ``-D`` properties (``kafka.logs.dir``, the log4j config) and its classpath."""
+        try:
+            pids = self.service_pids()
+            text = self.transport.read_text(f"/proc/{pids[0]}/cmdline") if pids else None
+        except Exception:  # noqa: BLE001 - a host that does not answer just has no discovery
+            return []
+        return [a for a in (text or "").split("\0") if a]
+
     def service_pids(self) -> list[int]:
         svc = self.spec.service
         if svc is None:
@@ -233,12 +244,7 @@ class Cluster:
     def _jvm_properties(node: ClusterNode) -> dict[str, str]:
         """``-Dkey=value`` arguments of the running service's command line (/proc/PID/cmdline)."""
         out: dict[str, str] = {}
-        try:
-            pids = node.service_pids()
-            text = node.transport.read_text(f"/proc/{pids[0]}/cmdline") if pids else None
-        except Exception:  # noqa: BLE001 - a host that does not answer just has no discovery
-            return out
-        for arg in (text or "").split("\0"):
+        for arg in node.cmdline():
             if arg.startswith("-D") and "=" in arg:
                 k, _, v = arg[2:].partition("=")
                 out[k] = v

@@ -30,22 +30,38 @@ def transport_for(inv: Inventory, spec: HostSpec) -> Transport:
     return LocalTransport(spec.name, netns=spec.netns)
 
 
-def probe_host(inv: Inventory, spec: HostSpec) -> str | None:
-    """None when the host answers (and sudo works if granted), else the one-line reason."""
-    t = transport_for(inv, spec)
+def reach_error(inv: Inventory, spec: HostSpec, t: Transport) -> str | None:
+    """None when the host answers over the inventory's transport (ssh: with its host key
+    verified), else the one-line reason. Shared with ``faultline preflight`` (harness.preflight)."""
     try:
         if not t.alive() and inv.transport == "local":
             return f"{spec.name}: network namespace {spec.netns} does not exist"
         t.run(["true"], timeout=30, check=True)
-        if spec.sudo:
-            r = t.run(["id", "-u"], sudo=True, timeout=30)
-            if r.stdout.strip() != "0":
-                return f"{spec.name}: sudo does not give root (id -u said {r.stdout.strip() or r.stderr.strip()[:80]!r})"
         return None
     except TransportError as e:
         return str(e).replace("\n", " ")
     except Exception as e:  # noqa: BLE001 - any other failure is still one line
         return f"{spec.name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def sudo_error(spec: HostSpec, t: Transport) -> str | None:
+    """None when the host needs no sudo or ``sudo -n`` gives root, else the one-line reason."""
+    if not spec.sudo:
+        return None
+    try:
+        r = t.run(["id", "-u"], sudo=True, timeout=30)
+    except TransportError as e:
+        return str(e).replace("\n", " ")
+    if r.stdout.strip() != "0":
+        return f"{spec.name}: sudo does not give root (id -u said {r.stdout.strip() or r.stderr.strip()[:80]!r})"
+    return None
+
+
+def probe_host(inv: Inventory, spec: HostSpec) -> str | None:
+    """None when the host answers (and sudo works if granted), else the one-line reason."""
+    t = transport_for(inv, spec)
+    try:
+        return reach_error(inv, spec, t) or sudo_error(spec, t)
     finally:
         t.close()
 

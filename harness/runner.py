@@ -31,7 +31,7 @@ from harness.campaign import Campaign
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
-from harness.heal import OwnedLedger, heal_all, heal_process
+from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
@@ -197,6 +197,7 @@ class Runner:
             "command": self.command, **extra,
         })
         self.run_json.setdefault("started_wall", time.time())
+        self.run_json.setdefault("owner", owner())  # the live process running it: faultline prune leaves it alone
         write_json(self.run_dir / "run.json", self.run_json)
 
     # -- phases -----------------------------------------------------------------------------

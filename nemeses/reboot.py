@@ -167,16 +167,14 @@ class Reboot(Nemesis):
             return truncate_unflushed(node, dirs, cut, seed, params.get("clean_markers"), flush_model=model,
                                       config=config, config_known=source is not None)
         if mode == "sysrq":
-            shares_our_kernel = _shares_local_kernel(node)
-            if not shares_our_kernel and node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
+            why = sysrq_emulated(node)
+            if why is None:
                 node.transport.run("echo 1 > /proc/sys/kernel/sysrq; echo b > /proc/sysrq-trigger",
                                    sudo=True, timeout=5)
                 node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
                 return {"mode": "sysrq", "emulated": False}
             killed = self._kill_host(node, float(params.get("reconnect_timeout", 300)))
             report = cut_now()
-            why = ("the host shares the harness machine's kernel (same boot id)" if shares_our_kernel
-                   else "no /proc/sysrq-trigger on this kernel")
             return {"mode": "sysrq", "emulated": True, "why": why,
                     "killed": killed, "flush_config_source": source, **summarise(report)}
         killed = kill_broker(node)
@@ -225,3 +223,16 @@ def _shares_local_kernel(node: Node) -> bool:
         return True
     theirs = node.transport.run(["cat", "/proc/sys/kernel/random/boot_id"])
     return not theirs.ok or theirs.stdout.strip() in ("", ours)
+
+
+def sysrq_emulated(node: Node) -> str | None:
+    """Why a ``sysrq`` reboot of ``node`` would be emulated, or None when it would be real.
+
+    The one place this is decided: the reboot asks it before crashing a host, and
+    ``faultline preflight`` asks it to say which reboot modes a lab will really get.
+    """
+    if _shares_local_kernel(node):
+        return "the host shares the harness machine's kernel (same boot id)"
+    if not node.transport.run("test -w /proc/sysrq-trigger", sudo=True).ok:
+        return "no /proc/sysrq-trigger on this kernel"
+    return None

@@ -353,6 +353,14 @@ class SshTransport(Transport):
         with self._lock:
             self._drop()
 
+    def exec_channel(self, cmd: str | Sequence[str]) -> paramiko.Channel:
+        """A channel running ``cmd`` (never with sudo) that the caller talks to while it runs and
+        closes: for an exchange ``run`` cannot do, such as preflight's clock ping-pong, where each
+        round trip must not include opening a session and starting a process."""
+        chan = self._open_session()
+        chan.exec_command(f"sh -c {shlex.quote(to_shell(cmd))}")
+        return chan
+
 
 def _silence_paramiko() -> None:
     """paramiko logs full tracebacks for refused keys at ERROR; our one line is enough."""

@@ -1,4 +1,5 @@
-"""``faultline heal``: undo what the heal ledger still holds open (faults, processes)."""
+"""``faultline heal``: undo what the heal ledger still holds open (faults, processes), and release
+the lab locks of faultline runs that are gone (harness/lock.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,12 +15,15 @@ def heal(inventory: Optional[Path] = typer.Option(None, "--inventory", help="reb
     """Undo every fault and stop every process the heal ledger still holds open."""
     from harness.heal import heal_all
     from harness.inventory import load_inventory
+    from harness.lock import clear_stale
     from groundwork.ledger import Ledger
 
     if inventory is not None:
         load_inventory(inventory)  # validate first: exit 2 on a bad file
     ledger = Ledger()
     rep = heal_all(ledger, inventory=str(inventory) if inventory else None, force=force)
+    for h in clear_stale():
+        out.print(f"released the lab lock of {h.describe()}: that faultline process is gone", markup=False)
     for h in rep.healed:
         out.print(f"healed: {h}", markup=False)
     for h in rep.skipped:

@@ -1,4 +1,5 @@
-"""``faultline run CAMPAIGN``: heal leftovers, run, check, report; the run directory last on stdout.
+"""``faultline run CAMPAIGN``: lock the lab, heal leftovers, run, check, report; the run directory
+last on stdout.
 
 ``run --no-check`` writes no verdict: its 0 means only "the run completed" (the verdict comes
 from ``faultline check RUN`` later).
@@ -25,27 +26,43 @@ def _status_line(status: Any) -> Text:
         f"{status.ops_per_s:.0f} ops/s | fault ", (status.fault, "yellow"))
 
 
-def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
+def run(ctx: typer.Context,
+        campaign: Path = typer.Argument(..., help="campaign YAML file"),
         seed: Optional[int] = typer.Option(None, "--seed", help="seed for random choices (replays a schedule)"),
         set_: list[str] = typer.Option([], "--set", help="override: dotted.key=value (repeatable)"),
         results_dir: Path = typer.Option(Path("results"), "--results-dir", help="where run directories go"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr"),
         check_: bool = typer.Option(True, "--check/--no-check",
                                     help="check the run (Spark) when it ends; --no-check stops after collecting "
-                                         "the histories and logs and writes no verdict (`faultline check RUN` later)")) -> None:
+                                         "the histories and logs and writes no verdict (`faultline check RUN` later)"),
+        wait: bool = typer.Option(False, "--wait", help="when another run holds the lab, wait for it instead of exiting 3"),
+        wait_timeout: Optional[float] = typer.Option(None, "--wait-timeout", help="with --wait: give up (exit 3) after this many seconds")) -> None:
     """Run a campaign; the last line printed is the run directory (holding verdict.json).
 
     ``--no-check`` ends the run once histories and cluster logs are collected: no Spark, no
     verdict.json, no report. Why: a benchmark or a loop of runs pays the checker's JVM start
     once for all of them (``checkers.job.check_run(run, spark=session)``) instead of once per
-    run, and the time of the fault-injection run alone is what it measures."""
+    run, and the time of the fault-injection run alone is what it measures.
+
+    A run on a lab takes the lab's lock (harness/lock.py) before anything else, so a second run
+    on the same hosts never heals this one's faults as leftovers, and gives it back once its own
+    heal is done; ``--wait`` waits for a lab another run holds."""
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
     from harness.heal import OwnedLedger, heal_all
     from harness.interrupts import signals_raise
+    from harness.lock import LockHeld, lab_lock
     from harness.runner import Interrupted, Runner, RunStatus
 
     camp = load_campaign(campaign, overrides=list(set_), seed=seed)
+    lock = lab_lock(camp.inventory)  # before the leftover heal: a refused run heals nothing
+    if lock is not None:
+        try:
+            lock.acquire(f"faultline run {camp.path}", wait=wait, timeout=wait_timeout,
+                         say=lambda s: err.print(s, markup=False))
+        except LockHeld as e:
+            raise Exit(EXIT_INFRA, str(e)) from None
+        ctx.call_on_close(lock.release)  # on every way out, also an error or a signal
     ledger = OwnedLedger()
     if ledger.open_entries():
         rep = heal_all(ledger)
@@ -63,8 +80,12 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
         try:
             runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop)
             err.print(f"run {runner.run_id}: campaign {camp.name}, seed {camp.seed}, expect {camp.expect}")
+            if lock is not None:
+                lock.set_run_dir(runner.run_dir)
             with live_progress(lambda: _status_line(status), enabled=progress, tick=runner.refresh_status):
                 result = runner.run()
+            if lock is not None:
+                lock.release_if_healed(ledger)  # the lab is free while the checker runs
             err.print(f"acked {status.acked}, failed {status.failed}, info {status.info}, read {status.read}")
             if result.exit_code == EXIT_OK and not check_:
                 result.message = f"workload done; not checked (--no-check): faultline check {runner.run_dir}"

@@ -2,8 +2,10 @@
 
 Exit codes: 0 every cell as expected; 1 some cell unexpected or inconclusive; 2 bad suite
 file (one line: file, field, what is wanted); 3 infrastructure (a run or the checker failed,
-or the suite was interrupted — resume it with ``--resume DIR``). The suite directory is the
-last line on stdout, as ``faultline run`` prints its run directory. See docs/suites.md.
+or the suite was interrupted — resume it with ``--resume DIR``; or ``faultline preflight``,
+which runs first on every inventory the cells use, found a lab that cannot run). The suite
+directory is the last line on stdout, as ``faultline run`` prints its run directory. See
+docs/suites.md.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -31,7 +33,13 @@ def _fmt(s: float | None) -> str:
 def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML file (see docs/suites.md)"),
           results_dir: Path = typer.Option(Path("results"), "--results-dir", help="where suite directories go"),
           resume: Optional[Path] = typer.Option(None, "--resume", help="resume an interrupted suite directory"),
-          progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr")) -> None:
+          progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr"),
+          preflight_: bool = typer.Option(True, "--preflight/--no-preflight",
+                                          help="first run `faultline preflight` on every inventory the cells use; stop (exit 3) on a problem"),
+          wait: bool = typer.Option(False, "--wait", help="a cell whose lab another run holds waits for it (`faultline run --wait`)"),
+          keep_last: Optional[int] = typer.Option(None, "--keep-last",
+                                                  help="after the suite, keep the newest N run and N suite directories in its results dir "
+                                                       "and delete the older ones (`faultline prune`)")) -> None:
     """Run every cell of a suite (campaign x settings x seeds x inventory) and judge each
     against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
     from harness.suite.spec import load_suite
@@ -45,17 +53,25 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
 
     if resume is None and suite_file is None:
         raise ConfigError(None, "SUITE", "give a suite file, or --resume DIR")
+    if keep_last is not None and keep_last < 1:
+        raise ConfigError(None, "--keep-last", f"want at least 1 (the suite itself is kept), got {keep_last}")
     if resume is not None and suite_file is not None:
         raise ConfigError(None, "--resume", "resumes the suite it names; give no suite file with it")
     if resume is not None:
         if not (resume / "suite.json").is_file() or not (resume / "suite-log.jsonl").is_file():
             raise ConfigError(resume, "", "not a suite directory (no suite.json and suite-log.jsonl)")
         runner = SuiteRunner.load(resume, say=lambda s: err.print(s, markup=False))
+        if preflight_:
+            _preflight(runner.spec, err, resume.resolve().parent)
         for n in runner.recover():
             err.print(f"resume: {n}", markup=False)
     else:
         spec = load_suite(suite_file)  # ConfigError -> exit 2, one line
+        if preflight_:
+            _preflight(spec, err, results_dir)
         runner = SuiteRunner.create(spec, results_dir.resolve(), say=lambda s: err.print(s, markup=False))
+    if wait:
+        runner.run_args.append("--wait")
     prog: Progress = runner.progress
     err.print(f"suite {runner.spec.name}: {len(runner.spec.cells)} cells; {runner.dir}", markup=False)
 
@@ -74,6 +90,8 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
                 code = runner.run()
         except SuiteInterrupted:
             code = EXIT_INFRA
+    if keep_last is not None:
+        _retention(runner.dir, keep_last, err)
     res = runner.results()
     n_ok = sum(1 for r in res if r["outcome"] == "as-expected")
     msg = (f"{n_ok} of {len(runner.spec.cells)} cells as expected"
@@ -84,6 +102,39 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
     err.print(f"{msg}; {runner.dir / 'index.html'}", markup=False)
     print(str(runner.dir), flush=True)
     raise Exit(code)
+
+
+def _preflight(spec: Any, err: Console, results_dir: Path) -> None:
+    """`faultline preflight` on each inventory the cells use: a lab that cannot run stops the
+    suite before its first cell (exit 3, the table and one line per problem)."""
+    from harness.inventory import load_inventory
+    from harness.preflight import FAIL, Options, preflight
+    from harness.preflight.render import lines, summary, table
+    from harness.suite.runner import cell_inventories
+
+    for inv_path in cell_inventories(spec):
+        rep = preflight(load_inventory(inv_path), Options(results_dir=results_dir))
+        if rep.failed:
+            err.print(table(rep))
+            for ln in lines(rep):
+                if ln.startswith(FAIL):
+                    err.print(ln, markup=False, highlight=False)
+            raise Exit(EXIT_INFRA, f"{summary(rep)} (the suite stops before its first cell; "
+                                   "`faultline preflight` shows the table, --no-preflight skips the check)")
+        err.print(summary(rep), markup=False, highlight=False)
+
+
+def _retention(suite_dir: Path, keep_last: int, err: Console) -> None:
+    """Keep the newest ``keep_last`` run and suite directories beside this suite (never it)."""
+    from harness.prune import human, prune
+
+    res = prune(suite_dir.parent, keep_last, keep={suite_dir})
+    for e in res.removed:
+        err.print(f"retention: removed {e.kind} {e.path.name} ({human(e.size)})", markup=False, highlight=False)
+    for e, why in res.failed:
+        err.print(f"retention: cannot delete {e.path}: {why}", markup=False, highlight=False)
+    err.print(f"retention: kept the newest {keep_last} of each kind and {len(res.in_use)} in use; "
+              f"freed {human(res.freed)}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

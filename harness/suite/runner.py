@@ -100,6 +100,21 @@ def wait_gone(pid: int, start: str | None, timeout: float) -> bool:
     return False
 
 
+def cell_inventories(spec: SuiteSpec) -> list[Path]:
+    """The distinct inventories the suite's cells run on (each cell's own, else its campaign's
+    after the cell's overrides), in cell order: what ``faultline suite`` preflights first."""
+    from harness.campaign import load_campaign
+
+    out: dict[Path, None] = {}
+    for cell in spec.cells:
+        if cell.inventory:
+            out[Path(cell.inventory).resolve()] = None
+        else:
+            camp = load_campaign(Path(cell.campaign), overrides=list(cell.overrides), seed=cell.seed)
+            out[Path(camp.inventory_path).resolve()] = None
+    return list(out)
+
+
 # --- progress -------------------------------------------------------------------------------
 
 @dataclass
@@ -136,6 +151,7 @@ class SuiteRunner:
         self._warm: threading.Thread | None = None
         self._warm_error = ""
         self.child: subprocess.Popen[str] | None = None
+        self.run_args: list[str] = []  # more `faultline run` options for every cell (--wait)
 
     # -- creation and resume -------------------------------------------------------------------
     @classmethod
@@ -219,7 +235,7 @@ class SuiteRunner:
         self.runs.mkdir(parents=True, exist_ok=True)
         self.cells_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.cells_dir / f"{cell.index:03d}.log"
-        cmd = cell.command(self.python, str(self.runs))
+        cmd = cell.command(self.python, str(self.runs)) + self.run_args
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(log_path, "w", encoding="utf-8") as errf:
             errf.write("$ " + " ".join(cmd) + "\n")

@@ -3,8 +3,9 @@
 Why real sshd: host-key checking, key auth, sudo, SFTP and a dropped connection after a
 "reboot" are exactly what paramiko must get right against a real server; a fake would
 test our assumptions instead. Each host has its own host key, sshd_config and pid file
-in a temp dir; the test users (one with NOPASSWD sudo, one whose sudo needs a password)
-are created for the session and removed, with their sudoers files, at teardown.
+in a temp dir; the test users (one with NOPASSWD sudo, one whose sudo needs a password,
+and one without any sudo) are created for the session and removed, with their sudoers files, at
+teardown.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.support.netlab import NetLab, cleanup_stale, sh
 USER = "fl-ssh-nopw"
 PW_USER = "fl-ssh-pw"
 PW_USER_PASSWORD = "fl-test-Secret-42"
+NOSUDO_USER = "fl-ssh-nosudo"   # logs in with the lab key; no sudoers entry at all
 SUDOERS = Path("/etc/sudoers.d/faultline-remote-tests")
 
 
@@ -99,19 +101,20 @@ class SshLab:
 
     def _users(self) -> None:
         self._remove_users()
-        for u in (USER, PW_USER):
+        for u in (USER, PW_USER, NOSUDO_USER):
             home = self.root / "home" / u
             sh("useradd", "-M", "-d", str(home), "-s", "/bin/sh", u)
             home.mkdir(parents=True)
             shutil.chown(home, u, u)
         # sshd (UsePAM no) refuses a locked account ("!" in shadow) even for key auth
         sh("usermod", "-p", "*", USER)
+        sh("usermod", "-p", "*", NOSUDO_USER)
         sh("chpasswd", input=f"{PW_USER}:{PW_USER_PASSWORD}\n")
         SUDOERS.write_text(f"{USER} ALL=(ALL) NOPASSWD: ALL\n{PW_USER} ALL=(ALL) ALL\n")
         os.chmod(SUDOERS, 0o440)
 
     def _remove_users(self) -> None:
-        for u in (USER, PW_USER):
+        for u in (USER, PW_USER, NOSUDO_USER):
             sh("pkill", "-KILL", "-u", u, check=False)
             sh("userdel", u, check=False)
         SUDOERS.unlink(missing_ok=True)
