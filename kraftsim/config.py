@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -95,6 +96,10 @@ def _metadata_version(v: str) -> tuple[int, int, int]:
     return features.parse_metadata_version(v)
 
 
+def _kafka_version(v: str) -> tuple[int, int, int]:
+    return features.parse_kafka_version(v)
+
+
 def _nonempty(v: str) -> str:
     if not v.strip():
         raise ValueError("a non-empty string is wanted")
@@ -131,6 +136,8 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "isr.shrink.leader.epoch.bump": (_bool, None),
     "hwm.min.isr.enabled": (_bool, None),
     "metadata.version": (_metadata_version, features.parse_metadata_version("4.1")),
+    # the software version (kraftsim/features.py): None = the release that introduced metadata.version
+    "kafka.version": (_kafka_version, None),
     "log.flush.interval.messages": (_int(1), None),
     "log.segment.bytes": (_int(1024), 64 * 1024 * 1024),
     "replica.lag.time.max.ms": (_int(100), 3000),
@@ -176,21 +183,35 @@ class Config:
     def __getitem__(self, key: str):  # noqa: ANN204 - value types differ per key
         return self.values[key]
 
-    @property
+    @cached_property
     def features(self) -> features.Features:
-        """The Kafka behaviours in force, from metadata.version and any explicit override."""
+        """The Kafka behaviours in force, from kafka.version, metadata.version and any explicit
+        override (derived once: a config does not change while a process runs)."""
         return features.derive(self.values)
-
-    @property
-    def kip903(self) -> bool:
-        """KIP-903 (seed 000): from metadata.version 3.5-IV1 on, unless ``kip903.enabled`` overrides."""
-        return self.features.kip903
 
     @property
     def self_fence_ms(self) -> int:
         """Seed 002: the broker-side timeout must be longer than the controller's; 2x by default."""
         v = self.values.get("broker.self.fence.timeout.ms")
         return int(v) if v else 2 * int(self.values["broker.session.timeout.ms"])
+
+
+def defaults() -> dict[str, object]:
+    return {k: d for k, (_, d) in KEYS.items()}
+
+
+def apply_settings(values: dict[str, object], raw: dict[str, str]) -> None:
+    """Parse ``raw`` (key -> text) into ``values``, then check the versions against each other.
+    ValueError(message, key) names the key at fault."""
+    for key, text in raw.items():
+        try:
+            values[key] = KEYS[key][0](text)
+        except ValueError as e:
+            raise ValueError(str(e), key) from None
+    try:
+        features.derive(values)
+    except ValueError as e:
+        raise ValueError(str(e), "kafka.version") from None
 
 
 def load(path: Path, role: str) -> Config:
@@ -203,15 +224,15 @@ def load(path: Path, role: str) -> Config:
         entries = parse_properties(text)
     except ConfigError as e:
         raise ConfigError(f"kraftsim: {path}: {e}") from None
-    values: dict[str, object] = {k: d for k, (_, d) in KEYS.items()}
+    values = defaults()
     for _, key, raw in entries:
         if key not in KEYS:
             raise ConfigError(f"kraftsim: {path}: key '{key}': unknown key (known: see docs/kraftsim.md)")
-        parser, _ = KEYS[key]
-        try:
-            values[key] = parser(raw)
-        except ValueError as e:
-            raise ConfigError(f"kraftsim: {path}: key '{key}': {e}") from None
+    try:
+        apply_settings(values, {key: raw for _, key, raw in entries})
+    except ValueError as e:
+        key = e.args[1] if len(e.args) > 1 else "kafka.version"
+        raise ConfigError(f"kraftsim: {path}: key '{key}': {e.args[0]}") from None
     if values["process.roles"] is None:
         values["process.roles"] = role
     if values["process.roles"] != role:

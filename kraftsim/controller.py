@@ -171,8 +171,12 @@ class Controller:
 
     def effective_min_isr(self, topic: str) -> int:
         """ReplicationControlManager.getTopicEffectiveMinIsr: min.insync.replicas capped at the
-        replication factor (of partition 0), the min ISR every partition change is built with."""
+        replication factor (of partition 0), the min ISR every partition change is built with
+        (Kafka 3.7+, gate ``effective_min_isr``; before 3.7 no partition change reads a min ISR -
+        there is no ELR - so the raw value is kept)."""
         min_isr = int(self._topic_cfg(topic, "min.insync.replicas"))
+        if not self.cfg.features.effective_min_isr:
+            return min_isr
         t = self.image.topics.get(topic)
         if t and t.partitions:
             p0 = t.partitions.get(0) or next(iter(t.partitions.values()))

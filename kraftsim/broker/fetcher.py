@@ -100,7 +100,10 @@ class ReplicaFetcherThread:
                     "partition": k[1], "current_leader_epoch": r.leader_epoch, "fetch_offset": r.log.log_end_offset,
                     "last_fetched_epoch": r.log.latest_epoch, "log_start_offset": r.log.log_start_offset,
                     "partition_max_bytes": MAX_PARTITION_BYTES})
-            req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": b.lifecycle.broker_epoch},
+            # KIP-903: ReplicaState.ReplicaEpoch only from Fetch v15 (MetadataVersion.fetchRequestVersion,
+            # IBP_3_5_IV1); an older Fetch carries none, which is what -1 says here
+            epoch = b.lifecycle.broker_epoch if b.features.kip903 else -1
+            req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": epoch},
                               "max_wait": 500, "min_bytes": 1, "max_bytes": 16 * 1024 * 1024, "isolation_level": 0,
                               "session_id": 0, "session_epoch": -1,
                               "topics": [{"topic_id": uuid.UUID(tid), "partitions": ps} for tid, ps in by_topic.items()]})

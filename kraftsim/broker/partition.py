@@ -100,7 +100,12 @@ class Partition:
 
     @property
     def effective_min_isr(self) -> int:
-        """Partition.scala, effectiveMinIsr: min(min.insync.replicas, replication factor)."""
+        """Partition.scala, effectiveMinIsr: min(min.insync.replicas, replication factor) from
+        Kafka 3.7 (gate ``effective_min_isr``); before it the raw config, so a min ISR above the
+        replication factor refuses every acks=all write (3.6 ``checkEnoughReplicasReachOffset`` /
+        ``appendRecordsToLeader``: ``val minIsr = leaderLog.config.minInSyncReplicas``)."""
+        if not self.b.features.effective_min_isr:
+            return self.min_isr
         return min(self.min_isr, max(len(self.replicas), 1))
 
     @property
@@ -374,8 +379,7 @@ class Partition:
         reg = self.b.image.brokers.get(rid)
         if reg is None or reg.fenced or reg.shutting_down or fs.last_fetch <= 0:
             return False
-        stored = fs.broker_epoch if self.b.features.kip903 else -1
-        return stored == -1 or stored == reg.broker_epoch
+        return fs.broker_epoch == -1 or fs.broker_epoch == reg.broker_epoch
 
     def maybe_expand_isr(self, rid: int) -> None:
         """Partition.scala, maybeExpandIsr / canAddReplicaToIsr / isFollowerInSync."""
