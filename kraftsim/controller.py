@@ -11,7 +11,8 @@ each rule after Apache Kafka's ``metadata/.../controller`` package:
 - broker epoch = offset of the broker's registration record (cluster-wide monotonic);
 - registration (ClusterControlManager.registerBroker): DUPLICATE_BROKER_REGISTRATION only while
   the old incarnation's session is valid; a new incarnation is registered fenced, after its
-  partitions are cleaned up as an unclean (ELR) or fenced-like shutdown;
+  partitions are cleaned up as an unclean (ELR) or fenced-like shutdown from Kafka 4.0 (3.8-3.9:
+  only with ELR; before: not at all);
 - fencing on missed heartbeats (``broker.session.timeout.ms``), unfencing once the broker's
   metadata has caught up to its own registration (BrokerHeartbeatManager);
 - every partition change (fence, controlled shutdown, unclean restart, unfence, AlterPartition)
@@ -359,19 +360,10 @@ class Controller:
         host = listener.host if listener else peer.host
         port = int(listener.port) if listener else 0
         if existing is not None:
-            # addRecordsForShutdown → handleBrokerShutdown, before the new RegisterBrokerRecord
-            if self.elr_enabled and not clean:
-                prs = self.generate_leader_and_isr_updates(
-                    "unclean_shutdown", self._partitions_with_broker_in_isr(bid), unclean_shutdown=bid)
+            # a new incarnation: addRecordsForShutdown, before the new RegisterBrokerRecord
+            for prs in self._records_for_shutdown(bid, clean):
                 if prs:
                     self.append(prs)
-                prs = self.generate_leader_and_isr_updates(
-                    "unclean_shutdown", self._partitions_with_broker_in_elr(bid), unclean_shutdown=bid)
-            else:
-                prs = self.generate_leader_and_isr_updates(
-                    "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)
-            if prs:
-                self.append(prs)
         epoch = self.quorum.next_offset  # the RegisterBrokerRecord's offset
         # a RegisterBrokerRecord is fenced until the broker's heartbeat shows it caught up
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
@@ -380,6 +372,33 @@ class Controller:
         self.ev.emit("broker_registered", broker=bid, broker_epoch=epoch,
                      previous_broker_epoch=prev, clean_shutdown=clean)
         return build(cls, {"broker_epoch": epoch})
+
+    def _records_for_shutdown(self, bid: int, clean: bool) -> list[list[dict]]:
+        """The partition changes a new incarnation of ``bid`` brings, by Kafka's software version:
+
+        - 4.0+ (KAFKA-18106, ``ReplicationControlManager.handleBrokerShutdown(brokerId,
+          isCleanShutdown, records)``): with ELR on and no proof of a clean shutdown, the broker
+          leaves every ISR and ELR and cannot be elected (``unclean_shutdown``); otherwise it is
+          handled as if fenced (``reregistration``);
+        - 3.8-3.9 (KAFKA-15586, ``handleBrokerUncleanShutdown``): only with ELR supported, and then
+          for every new incarnation, clean or not (3.8/3.9 ignore PreviousBrokerEpoch there);
+        - before: none - a broker whose old session expired before the controller fenced it keeps
+          its ISR memberships and leaderships (``registerBroker`` writes only the fenced
+          RegisterBrokerRecord) and is electable again once unfenced.
+        """
+        f = self.cfg.features
+        unclean = [("unclean_shutdown", self._partitions_with_broker_in_isr),
+                   ("unclean_shutdown", self._partitions_with_broker_in_elr)]
+        if f.broker_shutdown_on_reregistration:
+            if self.elr_enabled and not clean:
+                return [self.generate_leader_and_isr_updates(why, which(bid), unclean_shutdown=bid)
+                        for why, which in unclean]
+            return [self.generate_leader_and_isr_updates(
+                "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)]
+        if f.unclean_shutdown_handler and self.elr_enabled:
+            return [self.generate_leader_and_isr_updates(why, which(bid), unclean_shutdown=bid)
+                    for why, which in unclean]
+        return []
 
     def _has_valid_session(self, bid: int) -> bool:
         """BrokerHeartbeatManager.hasValidSession: not fenced and heard from within the session."""
