@@ -254,6 +254,14 @@ class Features:
         }
 
 
+def software_gate(name: str, kv: KafkaVersion) -> bool:
+    """A software gate alone, for a process without a metadata.version (the standalone raft node)."""
+    g = GATES_BY_NAME[name]
+    if g.kind != "software":
+        raise ValueError(f"gate {name} is not a software gate")
+    return g.decide(kv, release_of(kv))[0]
+
+
 def check_versions(kv: KafkaVersion, mv: MetadataVersion) -> None:
     """A kafka.version older than the release that introduced the metadata.version is refused
     (Kafka's broker refuses a finalized metadata.version above what it supports:

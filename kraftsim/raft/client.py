@@ -51,6 +51,16 @@ FETCH_MAX_BYTES = 1 << 20
 CommitCallback = Callable[[list[tuple[int, int, dict[str, Any]]]], None]
 
 
+class RaftFatalError(Exception):
+    """An error Kafka's raft IO thread does not survive (RaftIoThread.doWork → fatalFaultHandler):
+    raised after the fault was handled, to abort whatever was running."""
+
+
+def halt(status: int) -> None:
+    """Exit.halt: end the process at once, no clean-up (ProcessTerminatingFaultHandler, halt mode)."""
+    os._exit(status)
+
+
 class NotLeader(Exception):
     """An append on a node that is not the leader, or whose leadership ended before commit."""
 
@@ -61,8 +71,13 @@ class NotLeader(Exception):
 
 class RaftClient:
     def __init__(self, node_id: int, cluster_id: str, host: str, quorum: QuorumConfig, log: RaftLog,
-                 events: EventLog, on_commit: CommitCallback | None = None, rng: random.Random | None = None):
+                 events: EventLog, on_commit: CommitCallback | None = None, rng: random.Random | None = None,
+                 on_fatal: Callable[[int], None] = halt):
         self.node_id = node_id
+        self.on_fatal = on_fatal
+        #: why the raft IO thread died (before Kafka 3.4.1 a fault stopped the thread, not the process)
+        self.dead: str | None = None
+        self._unflushed = 0  # records appended after the raft thread died (never written)
         self.cluster_id = cluster_id
         self.host = host
         self.config = quorum
@@ -89,9 +104,23 @@ class RaftClient:
     # ================================================================== plumbing
 
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Awaitable[Any]]]:
-        return {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
-                END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch,
-                DESCRIBE_QUORUM: self.h_describe_quorum}
+        hs = {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
+              END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch,
+              DESCRIBE_QUORUM: self.h_describe_quorum}
+        return {k: self.on_raft_thread(h) for k, h in hs.items()}
+
+    def on_raft_thread(self, handler: Callable[[Any, Any, Peer], Awaitable[Any]]) -> Callable[[Any, Any, Peer], Awaitable[Any]]:
+        """A request Kafka handles on the raft IO thread: a fault while handling it is the thread's
+        (``_fault``), and once the thread died (before Kafka 3.4.1) nothing is answered - the request
+        waits in a queue nobody reads until the peer gives up."""
+        async def handle(header: Any, req: Any, peer: Peer) -> Any:
+            if self.dead is None:
+                try:
+                    return await handler(header, req, peer)
+                except RaftFatalError:
+                    pass
+            await asyncio.Event().wait()
+        return handle
 
     def _kick(self) -> None:
         self.wake.set()
@@ -138,8 +167,13 @@ class RaftClient:
                 if dest not in self.unreachable:  # say it once per outage, not every retry
                     self.unreachable.add(dest)
                     self.ev.log(f"raft: request {type(req).__name__} to {dest} failed: {type(e).__name__}")
-            except Exception as e:  # noqa: BLE001 - a bad response must not kill the loop; say why
-                self.ev.log(f"raft: handling {type(req).__name__} response from {dest} failed: {type(e).__name__}: {e}")
+            except RaftFatalError:
+                pass
+            except Exception as e:  # noqa: BLE001 - handled on Kafka's raft IO thread: a fault
+                try:
+                    self._fault(f"handling {type(req).__name__} response from {dest}: {type(e).__name__}: {e}")
+                except RaftFatalError:
+                    pass
             finally:
                 if gen == self.generation:
                     self.inflight.pop(dest, None)
@@ -174,21 +208,50 @@ class RaftClient:
             self.initialize()
         stopper = asyncio.ensure_future(stop.wait())
         try:
-            while not stop.is_set():
+            while not stop.is_set() and self.dead is None:
                 now = time.monotonic()
                 try:
                     wait = self.poll(now)
-                except Exception as e:  # noqa: BLE001 - keep polling; the reason goes to process.log
-                    self.ev.log(f"raft: poll failed: {type(e).__name__}: {e}")
-                    wait = 0.05
+                except RaftFatalError:
+                    break
+                except Exception as e:  # noqa: BLE001 - RaftIoThread.doWork: any error is a fault
+                    try:
+                        self._fault(f"{type(e).__name__}: {e}")
+                    except RaftFatalError:
+                        break
                 self.wake.clear()
                 waker = asyncio.ensure_future(self.wake.wait())
                 await asyncio.wait([waker, stopper], timeout=max(0.0, min(wait, 0.1)),
                                    return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()
         finally:
-            stopper.cancel()
+            if self.dead is None or stop.is_set():
+                stopper.cancel()
+        if self.dead is not None:
+            # the raft thread is gone, the process lives on (Kafka before 3.4.1): nothing polls,
+            # nothing is answered, no graceful resignation at shutdown
+            await stopper
+            return
         await self.shutdown()
+
+    def _fault(self, error: str) -> None:
+        """RaftIoThread.doWork: ``throw fatalFaultHandler.handleFault("Unexpected error in raft IO
+        thread", t)`` (KAFKA-14644, Kafka 3.4.1+): the fault is logged and the process halts with
+        status 1 (ProcessTerminatingFaultHandler). Before 3.4.1, ShutdownableThread logged "Error due
+        to" and the thread stopped, with the process still up: kraftsim then stops polling and
+        answering raft requests. Either way a ``fatal_fault`` event records it and RaftFatalError
+        aborts the caller."""
+        halts = self.config.fatal_fault
+        self.ev.emit("fatal_fault", component="raft", fault="Unexpected error in raft IO thread", error=error,
+                     halted=halts, epoch=self.quorum.epoch, state=self.quorum.state.name)
+        if halts:
+            self.ev.log(f"Encountered fatal fault: Unexpected error in raft IO thread: {error}")
+            self.on_fatal(1)
+        else:
+            self.ev.log(f"raft IO thread: Error due to {error}; the raft thread stopped, the process lives on")
+            self.dead = error
+            self.wake.set()
+        raise RaftFatalError(error)
 
     async def shutdown(self, timeout_s: float = 1.0) -> None:
         """KafkaRaftClient.shutdown: a leader resigns and tells the voters (EndQuorumEpoch), so
@@ -359,9 +422,9 @@ class RaftClient:
         """KafkaRaftClient.maybeTransition: a larger epoch -> Follower (leader known) or
         Unattached; the same epoch with a newly known leader -> Follower."""
         if not self._has_consistent_leader(epoch, leader):
-            self.ev.log(f"raft: leader {leader} in epoch {epoch} is inconsistent with leader "
-                        f"{self.quorum.leader_id} of epoch {self.quorum.epoch}; ignored")
-            return
+            # KafkaRaftClient.maybeTransition: IllegalStateException, fatal on the raft IO thread
+            self._fault(f"Received request or response with leader {leader} and epoch {epoch} which is "
+                        f"inconsistent with current leader {self.quorum.leader_id} and epoch {self.quorum.epoch}")
         if epoch > self.quorum.epoch:
             if leader >= 0 and leader != self.node_id:
                 self._transition_to_follower(epoch, leader, now)
@@ -418,6 +481,11 @@ class RaftClient:
         s = self.quorum.state
         if not isinstance(s, Leader) or self.shutting_down:
             raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
+        if self.dead is not None:
+            # scheduleAppend only fills the accumulator; with the raft thread dead nothing is
+            # flushed or committed, and the writer waits for ever (as QuorumController's does)
+            self._unflushed += len(records)
+            return self.log.end_offset + self._unflushed - 1
         _, last = self.log.append_as_leader(records, s.epoch)
         if s.update_local_state(self.log.end_offset):
             self._after_high_watermark()
@@ -555,10 +623,9 @@ class RaftClient:
         if int(div.epoch) >= 0:
             end, dep = int(div.end_offset), int(div.epoch)
             if s.high_watermark is not None and end < s.high_watermark:
-                # Kafka throws: the leader asked to truncate committed data. Never obey that.
-                self.ev.log(f"raft: leader {s.leader_id} asked to truncate to {end} below the high watermark "
-                            f"{s.high_watermark}; refused")
-                return False
+                # KafkaRaftClient.handleFetchResponse throws KafkaException: never truncate committed data
+                self._fault(f"The leader requested truncation to offset {end}, which is below the current "
+                            f"high watermark {s.high_watermark}")
             self._truncation_context = {"epoch": self.quorum.epoch, "leader": s.leader_id,
                                         "diverging_epoch": dep, "diverging_end_offset": end}
             try:
@@ -573,9 +640,13 @@ class RaftClient:
                 self.log.append_as_follower(bytes(p.records))
             hw = int(p.high_watermark)
             if hw >= 0:
-                new_hw = min(hw, self.log.end_offset)
-                if s.high_watermark is None or new_hw > s.high_watermark:
-                    s.high_watermark = new_hw  # KafkaRaftClient.updateFollowerHighWatermark
+                # KafkaRaftClient.updateFollowerHighWatermark: min(leader's, own end offset), and
+                # FollowerState.updateHighWatermark refuses a lower one (a fault)
+                try:
+                    moved = s.update_high_watermark(min(hw, self.log.end_offset))
+                except ValueError as e:
+                    self._fault(str(e))
+                if moved:
                     self._after_high_watermark()
         s.fetch_deadline = now + self.config.fetch_timeout_ms / 1000  # state.resetFetchTimeout
         self._kick()
@@ -792,4 +863,5 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["DESCRIBE_QUORUM", "NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "write_json_atomic"]
+__all__ = ["DESCRIBE_QUORUM", "NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "RaftFatalError", "halt",
+           "write_json_atomic"]

@@ -129,7 +129,7 @@ class MetadataQuorum:
 
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Any]]:
         h = self.raft.handlers()
-        h[FETCH] = self.h_fetch
+        h[FETCH] = self.raft.on_raft_thread(self.h_fetch)  # brokers' metadata Fetch too: KafkaRaftClient's
         return h
 
     async def h_fetch(self, header: Any, req: Any, peer: Peer) -> Any:

@@ -33,6 +33,8 @@ class Unattached:
     voted_id: int = NOT_VOTED
     leader_id: int = NO_LEADER
     election_deadline: float = 0.0
+    #: carried over from the previous state (QuorumState passes ``state.highWatermark()`` on)
+    high_watermark: int | None = None
     name: str = "Unattached"
 
     def election(self, voters: frozenset[int]) -> ElectionState:
@@ -58,6 +60,7 @@ class Candidate:
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
     backoff_until: float | None = None
+    high_watermark: int | None = None
     name: str = "Candidate"
 
     def __post_init__(self) -> None:
@@ -226,6 +229,23 @@ class Follower:
     def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
         return False  # FollowerState.canGrantVote: it has a leader in this epoch
 
+    def update_high_watermark(self, new: int | None) -> bool:
+        """FollowerState.updateHighWatermark: never back to unknown, never negative, never lower
+        (IllegalArgumentException "Non-monotonic update of high watermark"); True if it moved."""
+        if new is None:
+            if self.high_watermark is not None:
+                raise ValueError(f"Attempt to overwrite current high watermark {self.high_watermark} with unknown value")
+            return False
+        if new < 0:
+            raise ValueError(f"Illegal negative ({new}) high watermark update")
+        if self.high_watermark is not None:
+            if self.high_watermark > new:
+                raise ValueError(f"Non-monotonic update of high watermark from {self.high_watermark} to {new}")
+            if self.high_watermark == new:
+                return False
+        self.high_watermark = new
+        return True
+
 
 @dataclass
 class Resigned:
@@ -324,7 +344,7 @@ class QuorumState:
             raise ValueError(f"cannot go Unattached at epoch {epoch} from {self.state}")
         s = self.state
         deadline = s.election_deadline if isinstance(s, (Candidate, Unattached)) else now + self.random_election_timeout_s()
-        self._durable(Unattached(epoch, election_deadline=deadline))
+        self._durable(Unattached(epoch, election_deadline=deadline, high_watermark=self.high_watermark))
 
     def transition_to_unattached_voted(self, epoch: int, candidate: int, now: float) -> None:
         """QuorumState.transitionToUnattachedVotedState: never for itself, never an older epoch,
@@ -333,7 +353,8 @@ class QuorumState:
             raise ValueError("cannot vote for itself through Unattached")
         if epoch < self.epoch or (epoch == self.epoch and not self.is_unattached_not_voted()):
             raise ValueError(f"cannot vote for {candidate} in epoch {epoch} from {self.state}")
-        self._durable(Unattached(epoch, voted_id=candidate, election_deadline=now + self.random_election_timeout_s()))
+        self._durable(Unattached(epoch, voted_id=candidate, election_deadline=now + self.random_election_timeout_s(),
+                                 high_watermark=self.high_watermark))
 
     def transition_to_follower(self, epoch: int, leader: int, now: float) -> None:
         """QuorumState.transitionToFollower: never itself, never an older epoch, and in the same
@@ -356,7 +377,7 @@ class QuorumState:
             raise ValueError("a leader cannot become a candidate")
         retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
         self._durable(Candidate(self.epoch + 1, self.local_id, self.voters, retries,
-                                now + self.random_election_timeout_s()))
+                                now + self.random_election_timeout_s(), high_watermark=self.high_watermark))
 
     def transition_to_leader(self, epoch_start_offset: int, now: float) -> Leader:
         """QuorumState.transitionToLeader: only from a Candidate holding a majority of votes."""
@@ -386,5 +407,8 @@ class QuorumState:
 
     @property
     def high_watermark(self) -> int | None:
+        """EpochState.highWatermark: the leader's own; Follower, Unattached and Candidate carry the
+        one they came in with (QuorumState's transitions pass ``state.highWatermark()`` on, 3.3.0
+        through 3.9); Resigned has none (the EpochState default); a new leader starts without one."""
         s = self.state
-        return s.high_watermark if isinstance(s, (Leader, Follower)) else None
+        return s.high_watermark if isinstance(s, (Leader, Follower, Unattached, Candidate)) else None
