@@ -117,6 +117,10 @@ class MetadataQuorum:
             raise NotLeader(self.leader_id, self.epoch)
         await self.raft.wait_committed(offset, self.active_epoch)
 
+    def written_records(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every data record in the log, committed or not (an active controller's own writes)."""
+        return [(o, r) for o, _, r in self.log.committed(0, self.log.end_offset)]
+
     def committed_records(self) -> list[tuple[int, dict[str, Any]]]:
         """Every committed data record, in order (what a renouncing controller reverts to)."""
         hw = self.raft.applied
