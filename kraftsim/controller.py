@@ -82,7 +82,7 @@ class Controller:
                           election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
                           request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]),
-                          fatal_fault=cfg.features.raft_fatal_fault)
+                          fatal_fault=cfg.features.raft_fatal_fault, pre_vote=cfg.features.pre_vote)
         self.quorum = MetadataQuorum(self.node_id, str(cfg["cluster.id"]), host, qc, Path(cfg["metadata.log.dir"]),
                                      events, self, segment_bytes=int(cfg["log.segment.bytes"]))
         self.records: list[dict[str, Any]] = []  # by offset; a LeaderChange control record shows as leader_change

@@ -67,6 +67,8 @@ class QuorumConfig:
     #: software behaviour (kraftsim/features.py gate ``raft_fatal_fault``, Kafka 3.4.1+): an error
     #: in the raft IO thread halts the process; before, the thread died and the process lived on
     fatal_fault: bool = True
+    #: gate ``pre_vote`` (KIP-996, Kafka 4.0+): Prospective before Candidate, Vote v2 PreVote
+    pre_vote: bool = False
 
     @property
     def majority(self) -> int:
@@ -184,6 +186,7 @@ def load_node_config(path: Path) -> NodeConfig:
     except ValueError as e:
         raise ConfigError(f"kraftsim: {path}: key 'kafka.version': {e}") from None
     qc.fatal_fault = features.software_gate("raft_fatal_fault", kv)
+    qc.pre_vote = features.software_gate("pre_vote", kv)
     if node_id not in qc.voters:
         raise ConfigError(f"kraftsim: {path}: key 'controller.quorum.voters': node.id {node_id} is not among the voters")
     opt = lambda k: Path(raw[k]) if raw.get(k) else None  # noqa: E731

@@ -32,7 +32,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.events import EventLog
-from kraftsim.raft.client import FETCH, RAFT_APIS, NotLeader, RaftClient
+from kraftsim.raft.client import FETCH, NotLeader, RaftClient
 from kraftsim.raft.config import QuorumConfig
 from kraftsim.raft.log import CONTROL_FLAG, TOPIC, RaftLog
 from kraftsim.raft.states import Leader
@@ -129,7 +129,7 @@ class MetadataQuorum:
     # ---------------------------------------------------------------- listener
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
-        return dict(RAFT_APIS)
+        return self.raft.api_versions()
 
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Any]]:
         h = self.raft.handlers()
