@@ -151,9 +151,10 @@ class ReplicaFetcherThread:
         if int(div.epoch) >= 0 and int(div.end_offset) >= 0:  # Kafka's FetchResponse.isDivergingEpoch
             fe, fo = r.log.end_offset_for_epoch(int(div.epoch))
             target = min(int(div.end_offset), fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
-            if target < r.log.log_end_offset:
-                r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
-                r.hwm = min(r.hwm, r.log.log_end_offset)
+            # AbstractFetcherThread.truncate → Partition.truncateTo → UnifiedLog.truncateTo, also
+            # at or past the log end, where only the leader-epoch cache is cut
+            r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
+            r.hwm = min(r.hwm, r.log.log_end_offset)
             return False
         if pd.records:
             try:

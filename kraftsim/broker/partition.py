@@ -383,7 +383,17 @@ class Partition:
             self.b.notify()
             self.check_waiters()
 
-    def on_follower_fetch(self, rid: int, fetch_offset: int, broker_epoch: int) -> None:
+    def on_follower_fetch(self, rid: int, fetch_offset: int, broker_epoch: int) -> ErrorCode:
+        """Partition.updateFollowerFetchState → Replica.updateFetchStateOrThrow: from Kafka 3.7 (gate
+        ``fetch_fences_stale_replica_epoch``) a Fetch whose ReplicaEpoch is older than the broker's
+        live registration (KRaftMetadataCache.getAliveBrokerEpoch: registered and unfenced) is
+        fenced - NOT_LEADER_OR_FOLLOWER, nothing updated - so a dead incarnation's late Fetch cannot
+        rewrite the new one's state. -1 (no epoch: Fetch below v15) is never fenced. Then the
+        caught-up time, ISR expansion and the HWM."""
+        if broker_epoch != -1 and self.b.features.fetch_fences_stale_replica_epoch:
+            reg = self.b.image.brokers.get(rid)
+            if reg is not None and not reg.fenced and reg.broker_epoch > broker_epoch:
+                return ErrorCode.not_leader_or_follower
         now = time.monotonic()
         fs = self.followers.get(rid)
         if fs is None:
@@ -396,6 +406,7 @@ class Partition:
         fs.leo, fs.broker_epoch, fs.last_fetch, fs.leader_leo_at_last_fetch = fetch_offset, broker_epoch, now, leo
         self.maybe_expand_isr(rid)
         self.maybe_advance_hwm()
+        return ErrorCode.none
 
     def _is_caught_up(self, fs: FollowerState, leader_leo: int, now: float) -> bool:
         """Replica.scala, isCaughtUp: at the leader's LEO, or caught up within replica.lag.time.max.ms."""

@@ -502,6 +502,10 @@ class PartitionLog:
         with self._lock:
             old_leo = self.log_end_offset
             if offset >= old_leo:
+                # UnifiedLog.truncateTo: "Always truncate epoch cache since we may have a
+                # conflicting epoch entry at the end of the log from the leader" - a broker that
+                # became leader (entry (e, LEO)) but appended nothing
+                self.epoch_cache.truncate_from_end(old_leo)
                 return
             if offset < self._bases[0]:
                 self._truncate_fully(offset, reason=reason)
