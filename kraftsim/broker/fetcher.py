@@ -64,6 +64,9 @@ class ReplicaFetcherThread:
         self.b = broker
         self.leader = leader
         self.client: Client | None = None
+        #: replica.fetch.backoff.ms: the pause after a partition error (at least 200 ms after a
+        #: lost connection, kraftsim's floor against reconnect storms)
+        self.backoff_s = int(broker.cfg["replica.fetch.backoff.ms"]) / 1000
 
     async def run(self) -> None:
         b, leader = self.b, self.leader
@@ -110,7 +113,7 @@ class ReplicaFetcherThread:
             try:
                 resp = await client.request(req, timeout=5)
             except (OSError, asyncio.TimeoutError, ConnectionError):
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(max(self.backoff_s, 0.2))  # AbstractFetcherThread: fetchBackOffMs
                 continue
             backoff = False
             for td in resp.responses:
@@ -121,7 +124,7 @@ class ReplicaFetcherThread:
                         continue
                     backoff |= await self.handle_partition_response(r, pd)
             if backoff:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(self.backoff_s)  # delayPartitions(..., fetchBackOffMs)
         if self.client:
             self.client.close()
 

@@ -214,11 +214,12 @@ class ReplicaManager:
         003 §2.9) and ``highwatermark-checkpoint``."""
         b = self.b
         last_ckpt = 0.0
+        ckpt_s = int(b.cfg["replica.high.watermark.checkpoint.interval.ms"]) / 1000
         while not b.stopping:
-            await asyncio.sleep(min(b.lag_s / 2, 0.5))
+            await asyncio.sleep(b.cfg.isr_expiration_s)
             for r in list(self.partitions.values()):
                 r.maybe_shrink_isr()
-            if time.monotonic() - last_ckpt > 1.0:
+            if time.monotonic() - last_ckpt > ckpt_s:
                 last_ckpt = time.monotonic()
                 b.logs.checkpoint_high_watermarks(self.hwm_snapshot())
 

@@ -148,6 +148,24 @@ def test_kafka_version_refused_by_the_cluster_launcher(tmp_path):
     assert not (tmp_path / "c" / "features.json").exists()
 
 
+def test_timing_profile_kafka_defaults_sets_kafkas_timeouts_and_explicit_keys_win(tmp_path):
+    """``timing=kafka-defaults``: Kafka's defaults (ReplicationConfigs, KRaftConfigs, QuorumConfig:
+    30 s / 9 s / 2 s / 1 s / 2 s, isr-expiration every lag / 2, HWM checkpoint 5 s, fetch backoff
+    1 s); a key given beside the profile wins; ``fast`` keeps kraftsim's short defaults."""
+    cfg = load(_props(tmp_path, timing="kafka-defaults", **{"broker.session.timeout.ms": "4000"}), "broker")
+    assert cfg["replica.lag.time.max.ms"] == 30000 and cfg["broker.heartbeat.interval.ms"] == 2000
+    assert cfg["controller.quorum.election.timeout.ms"] == 1000 and cfg["controller.quorum.fetch.timeout.ms"] == 2000
+    assert cfg["replica.high.watermark.checkpoint.interval.ms"] == 5000 and cfg["replica.fetch.backoff.ms"] == 1000
+    assert cfg["broker.session.timeout.ms"] == 4000
+    assert cfg.isr_expiration_s == 15.0  # ReplicaManager: isr-expiration every replicaLagTimeMaxMs / 2
+    assert cfg.features.describe()["timing"] == "kafka-defaults"
+    fast = load(_props(tmp_path), "broker")
+    assert fast["replica.lag.time.max.ms"] == 3000 and fast["broker.session.timeout.ms"] == 3000
+    assert fast.isr_expiration_s == 0.5 and fast.features.describe()["timing"] == "fast"
+    with pytest.raises(ConfigError, match="key 'timing': one of fast, kafka-defaults is wanted"):
+        load(_props(tmp_path, timing="slow"), "broker")
+
+
 @pytest.mark.slow
 def test_features_recorded_by_the_cluster_launcher(kraftsim_cluster):
     """The run records what was in force: DIR/features.json and a ``features`` event from the
