@@ -232,12 +232,11 @@ class RaftClient:
                                    return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()
         finally:
-            if self.dead is None or stop.is_set():
-                stopper.cancel()
+            stopper.cancel()
         if self.dead is not None:
             # the raft thread is gone, the process lives on (Kafka before 3.4.1): nothing polls,
             # nothing is answered, no graceful resignation at shutdown
-            await stopper
+            await stop.wait()
             return
         await self.shutdown()
 
