@@ -176,6 +176,10 @@ GATES: tuple[Gate, ...] = (
          "bumps on every ISR shrink; from KAFKA-15021 8ad0ed3e618 (first 3.6.0) only below IBP_3_6_IV0",
          software=Range(before=(3, 6, 0)), protocol=Range(before=IBP_3_6_IV0), combine="any",
          override="isr.shrink.leader.epoch.bump"),
+    Gate("leader_recovery", "KIP-704 LeaderRecoveryState (MetadataVersion.isLeaderRecoverySupported)", "both",
+         "server-common/.../MetadataVersion.java isLeaderRecoverySupported (IBP_3_2_IV0); PartitionChangeBuilder "
+         "tryElection: an unclean leader starts RECOVERING - KAFKA-13587 52621613fd3, first 3.2.0",
+         software=Range(since=(3, 2, 0)), protocol=Range(since=IBP_3_2_IV0)),
     Gate("hwm_requires_min_isr", "Partition.maybeIncrementLeaderHW returns early while isUnderMinIsr", "software",
          "core/.../cluster/Partition.scala maybeIncrementLeaderHW - KAFKA-15583 edc7e10a745, first 3.7.0 "
          "(not on 3.6.x)",
