@@ -214,6 +214,8 @@ class Runner:
             inv = load_inventory(self.embedded.write_inventory())
             self.cluster = Cluster.from_inventory(inv, embedded=self.embedded)
             self.cluster.bootstrap = bootstrap
+            # what kraftsim ran: kafka.version, metadata.version, each gate and what decided it
+            self.run_json["features"] = json.loads((self.embedded.dir / "features.json").read_text())
         else:
             self.cluster = Cluster.from_inventory(c.inventory)
             self.cluster.check_reachable()

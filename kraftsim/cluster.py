@@ -10,8 +10,9 @@ and event log. Layout under DIR:
   HOST_PREFIX.(240+k):BASE_PORT), a raft quorum (``controller.quorum.voters``);
 - ``broker-<id>.properties``, ``broker-<id>.pid``, ``broker-<id>/data/``, ``broker-<id>/events.jsonl``
   (broker ids 1..N on HOST_PREFIX.(1+id):BASE_PORT+id);
-- ``features.json``: the metadata.version and the Kafka behaviours it gates (or an explicit key
-  overrode), as ``kraftsim.features.Features.describe()`` says.
+- ``features.json``: the kafka.version and metadata.version, the timing profile, and every Kafka
+  behaviour they gate (on/off and which version decided it, or the key that overrode it), as
+  ``kraftsim.features.Features.describe()`` says.
 
 It prints exactly one line ``bootstrap.servers=...`` once every broker is registered and
 unfenced, and on SIGINT/SIGTERM stops every process it started and any broker restarted by
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from kraftsim import features
-from kraftsim.config import KEYS
+from kraftsim.config import KEYS, apply_settings, defaults
 
 CONTROLLER_ID = 1000
 READY_TIMEOUT_S = 30.0
@@ -93,9 +94,8 @@ def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]
 
 def features_in_force(overrides: dict[str, str]) -> dict[str, object]:
     """features.describe() for the cluster's settings (every node gets the same --set values)."""
-    values: dict[str, object] = {k: d for k, (_, d) in KEYS.items()}
-    for k, v in overrides.items():
-        values[k] = KEYS[k][0](v)
+    values = defaults()
+    apply_settings(values, overrides)
     return features.derive(values).describe()
 
 
@@ -180,6 +180,10 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         except ValueError as e:
             return _err(f"--set: key '{key}': {e}")
         overrides[key] = value
+    try:  # the timing profile and kafka.version against metadata.version: one line, exit 2
+        features_in_force(overrides)
+    except ValueError as e:
+        return _err(f"--set: key '{e.args[1] if len(e.args) > 1 else 'kafka.version'}': {e.args[0]}")
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     nodes = layout(n, root, args.host_prefix, args.base_port, overrides, controllers=nc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -95,14 +96,45 @@ def _metadata_version(v: str) -> tuple[int, int, int]:
     return features.parse_metadata_version(v)
 
 
+def _kafka_version(v: str) -> tuple[int, int, int]:
+    return features.parse_kafka_version(v)
+
+
+def _timing(v: str) -> str:
+    s = v.strip()
+    if s not in TIMING_PROFILES:
+        raise ValueError(f"one of {', '.join(TIMING_PROFILES)} is wanted")
+    return s
+
+
 def _nonempty(v: str) -> str:
     if not v.strip():
         raise ValueError("a non-empty string is wanted")
     return v.strip()
 
 
-#: key -> (parser, default). Defaults are short on purpose: tests and campaigns want a
-#: cluster that notices a dead broker in seconds, not Kafka's production 9 s / 30 s.
+#: Timing profiles, the one place they are declared: named sets of timeouts (``timing=NAME``; a
+#: campaign selects one with ``--set target.timing=kafka-defaults``). ``fast`` is kraftsim's default:
+#: a cluster that notices a dead broker in seconds, 3-10x sooner than Kafka's production values,
+#: so a campaign runs in a minute. ``kafka-defaults`` is Kafka's own defaults (KafkaConfig
+#: ``Defaults`` up to 3.7; ReplicationConfigs, KRaftConfigs and QuorumConfig from 3.8; the same from
+#: 3.4 to 3.9), so a verdict can be shown not to depend on the short ones. A profile only sets
+#: defaults: a key given explicitly beside it wins. Values are parsed like the keys themselves.
+TIMING_PROFILES: dict[str, dict[str, str]] = {
+    "fast": {},  # the defaults in KEYS below
+    "kafka-defaults": {
+        "replica.lag.time.max.ms": "30000",                   # ReplicationConfigs REPLICA_LAG_TIME_MAX_MS_DEFAULT
+        "isr.expiration.interval.ms": "-1",                   # ReplicaManager: isr-expiration every lag / 2
+        "broker.session.timeout.ms": "9000",                  # KRaftConfigs BROKER_SESSION_TIMEOUT_MS_DEFAULT
+        "broker.heartbeat.interval.ms": "2000",               # KRaftConfigs BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+        "controller.quorum.election.timeout.ms": "1000",      # QuorumConfig DEFAULT_QUORUM_ELECTION_TIMEOUT_MS
+        "controller.quorum.fetch.timeout.ms": "2000",         # QuorumConfig DEFAULT_QUORUM_FETCH_TIMEOUT_MS
+        "replica.high.watermark.checkpoint.interval.ms": "5000",  # ReplicationConfigs
+        "replica.fetch.backoff.ms": "1000",                   # ReplicationConfigs REPLICA_FETCH_BACKOFF_MS_DEFAULT
+    },
+}
+
+#: key -> (parser, default). Timeout defaults are the ``fast`` timing profile (above).
 KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "node.id": (_int(0), None),
     "process.roles": (_roles, None),
@@ -131,9 +163,18 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "isr.shrink.leader.epoch.bump": (_bool, None),
     "hwm.min.isr.enabled": (_bool, None),
     "metadata.version": (_metadata_version, features.parse_metadata_version("4.1")),
+    # the software version (kraftsim/features.py): None = the release that introduced metadata.version
+    "kafka.version": (_kafka_version, None),
+    "timing": (_timing, "fast"),
     "log.flush.interval.messages": (_int(1), None),
     "log.segment.bytes": (_int(1024), 64 * 1024 * 1024),
     "replica.lag.time.max.ms": (_int(100), 3000),
+    # kraftsim's: the isr-expiration task runs every min(replica.lag.time.max.ms / 2, this);
+    # -1 = exactly replica.lag.time.max.ms / 2, Kafka's (ReplicaManager.startup, not configurable)
+    "isr.expiration.interval.ms": (_int(-1), 500),
+    "replica.high.watermark.checkpoint.interval.ms": (_int(10), 1000),
+    # the pause after a partition error; after a lost connection at least 200 ms (kraftsim's floor)
+    "replica.fetch.backoff.ms": (_int(0), 100),
     "broker.session.timeout.ms": (_int(100), 3000),
     "broker.heartbeat.interval.ms": (_int(10), 500),
     "broker.self.fence.timeout.ms": (_int(100), None),
@@ -179,21 +220,52 @@ class Config:
     def __getitem__(self, key: str):  # noqa: ANN204 - value types differ per key
         return self.values[key]
 
-    @property
+    @cached_property
     def features(self) -> features.Features:
-        """The Kafka behaviours in force, from metadata.version and any explicit override."""
+        """The Kafka behaviours in force, from kafka.version, metadata.version and any explicit
+        override (derived once: a config does not change while a process runs)."""
         return features.derive(self.values)
 
     @property
-    def kip903(self) -> bool:
-        """KIP-903 (seed 000): from metadata.version 3.5-IV1 on, unless ``kip903.enabled`` overrides."""
-        return self.features.kip903
+    def isr_expiration_s(self) -> float:
+        """How often the leader looks for replicas to shrink out of the ISR (ReplicaManager's
+        ``isr-expiration`` task: every replica.lag.time.max.ms / 2 in Kafka)."""
+        half = int(self.values["replica.lag.time.max.ms"]) / 2000
+        cap = int(self.values["isr.expiration.interval.ms"])
+        return half if cap < 0 else min(half, cap / 1000)
 
     @property
     def self_fence_ms(self) -> int:
         """Seed 002: the broker-side timeout must be longer than the controller's; 2x by default."""
         v = self.values.get("broker.self.fence.timeout.ms")
         return int(v) if v else 2 * int(self.values["broker.session.timeout.ms"])
+
+
+def defaults() -> dict[str, object]:
+    return {k: d for k, (_, d) in KEYS.items()}
+
+
+def apply_settings(values: dict[str, object], raw: dict[str, str]) -> None:
+    """Parse ``raw`` (key -> text) into ``values``: the timing profile's keys first, then the
+    explicit ones, then the versions against each other. ValueError(message, key) names the key
+    at fault."""
+    timing = raw.get("timing")
+    if timing is not None:
+        try:
+            values["timing"] = _timing(timing)
+        except ValueError as e:
+            raise ValueError(str(e), "timing") from None
+    for key, text in TIMING_PROFILES[str(values["timing"])].items():
+        values[key] = KEYS[key][0](text)
+    for key, text in raw.items():
+        try:
+            values[key] = KEYS[key][0](text)
+        except ValueError as e:
+            raise ValueError(str(e), key) from None
+    try:
+        features.derive(values)
+    except ValueError as e:
+        raise ValueError(str(e), "kafka.version") from None
 
 
 def load(path: Path, role: str) -> Config:
@@ -206,15 +278,15 @@ def load(path: Path, role: str) -> Config:
         entries = parse_properties(text)
     except ConfigError as e:
         raise ConfigError(f"kraftsim: {path}: {e}") from None
-    values: dict[str, object] = {k: d for k, (_, d) in KEYS.items()}
+    values = defaults()
     for _, key, raw in entries:
         if key not in KEYS:
             raise ConfigError(f"kraftsim: {path}: key '{key}': unknown key (known: see docs/kraftsim.md)")
-        parser, _ = KEYS[key]
-        try:
-            values[key] = parser(raw)
-        except ValueError as e:
-            raise ConfigError(f"kraftsim: {path}: key '{key}': {e}") from None
+    try:
+        apply_settings(values, {key: raw for _, key, raw in entries})
+    except ValueError as e:
+        key = e.args[1] if len(e.args) > 1 else "kafka.version"
+        raise ConfigError(f"kraftsim: {path}: key '{key}': {e.args[0]}") from None
     if values["process.roles"] is None:
         values["process.roles"] = role
     if values["process.roles"] != role:

@@ -11,7 +11,8 @@ each rule after Apache Kafka's ``metadata/.../controller`` package:
 - broker epoch = offset of the broker's registration record (cluster-wide monotonic);
 - registration (ClusterControlManager.registerBroker): DUPLICATE_BROKER_REGISTRATION only while
   the old incarnation's session is valid; a new incarnation is registered fenced, after its
-  partitions are cleaned up as an unclean (ELR) or fenced-like shutdown;
+  partitions are cleaned up as an unclean (ELR) or fenced-like shutdown from Kafka 4.0 (3.8-3.9:
+  only with ELR; before: not at all);
 - fencing on missed heartbeats (``broker.session.timeout.ms``), unfencing once the broker's
   metadata has caught up to its own registration (BrokerHeartbeatManager);
 - every partition change (fence, controlled shutdown, unclean restart, unfence, AlterPartition)
@@ -24,11 +25,13 @@ each rule after Apache Kafka's ``metadata/.../controller`` package:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable, Iterator
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
@@ -55,6 +58,15 @@ CONTROLLER_APIS = {
 }
 
 
+def one_write_event(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A request handler whose records are one ControllerResult: one raft batch (``write_event``)."""
+    @functools.wraps(handler)
+    async def wrapper(self: "Controller", *args: Any) -> Any:
+        with self.write_event():
+            return await handler(self, *args)
+    return wrapper
+
+
 class Controller:
     def __init__(self, cfg: Config, events: EventLog):
         self.cfg = cfg
@@ -69,13 +81,17 @@ class Controller:
                           fetch_timeout_ms=int(cfg["controller.quorum.fetch.timeout.ms"]),
                           election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
                           request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
-                          retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]))
+                          retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]),
+                          fatal_fault=cfg.features.raft_fatal_fault, pre_vote=cfg.features.pre_vote)
         self.quorum = MetadataQuorum(self.node_id, str(cfg["cluster.id"]), host, qc, Path(cfg["metadata.log.dir"]),
                                      events, self, segment_bytes=int(cfg["log.segment.bytes"]))
         self.records: list[dict[str, Any]] = []  # by offset; a LeaderChange control record shows as leader_change
         self.image = MetadataImage()
         self.last_hb: dict[int, float] = {}
         self.last_write = -1
+        #: the records of the open write event (one raft batch), None outside one
+        self._batch: list[dict[str, Any]] | None = None
+        self._batch_first = 0
         self.server: Server | None = None
         self.stopping = False
         #: seed 004: (topic, partition) -> broker -> (LocalLogStartTimestamp, LocalLogSizeBytes)
@@ -120,15 +136,64 @@ class Controller:
         self.local_log.clear()
         self.ev.log(f"no longer the active controller (epoch {epoch})")
 
+    @contextmanager
+    def write_event(self) -> Iterator[None]:
+        """One ControllerWriteEvent: every record its decision produces goes to the raft log as
+        ONE batch (QuorumController's ``appendRecords`` → ``raftClient.scheduleAtomicAppend`` /
+        ``scheduleAppend`` with the whole ``ControllerResult``; ``atomicOf`` for registration and
+        topic creation). Several batches for one decision could commit in part across a
+        failover - a TopicRecord without its PartitionRecords, a clean-up without the
+        registration it belongs to. Records are applied to the image as they are produced (a later
+        record of the same decision sees the earlier ones, as Kafka's replay does); the batch is
+        written when the event ends. Nested events join the outer one."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch, self._batch_first = [], self.quorum.next_offset
+        try:
+            try:
+                yield
+            except BaseException:
+                if self._batch:  # applied but never written: back to what the log says
+                    self._reload_image()
+                raise
+            recs, self._batch = self._batch, None
+            if recs:
+                first, last = self.quorum.append(recs)
+                if first != self._batch_first:  # nothing else may write during an event
+                    raise RuntimeError(f"metadata batch written at {first}, expected {self._batch_first}")
+                self.last_write = last
+        finally:
+            self._batch = None
+
+    def _reload_image(self) -> None:
+        """Rebuild the image from every record in the metadata log (a write event that failed had
+        applied records it never wrote)."""
+        self.image = MetadataImage()
+        self.records = []
+        for off, rec in self.quorum.written_records():
+            self._apply(off, rec)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next record of the current write event will get."""
+        if self._batch is not None:
+            return self._batch_first + len(self._batch)
+        return self.quorum.next_offset
+
     def append(self, recs: list[dict[str, Any]]) -> int:
-        """Write records through the quorum (QuorumController.appendRecords) and apply them at
-        once; the request is answered after they commit (see ``_active_only``). Returns the
-        offset of the first. NotLeader when this controller is not the active one."""
-        first, last = self.quorum.append(recs)
-        for i, r in enumerate(recs):
-            self._apply(first + i, r)
-        self.last_write = last
-        return first
+        """Add records to the current write event's batch (one event of its own when none is open)
+        and apply them at once; the request is answered after they commit (see ``_active_only``).
+        Returns the offset of the first. NotLeader when this controller is not the active one."""
+        if not self.quorum.is_active():
+            raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
+        with self.write_event():
+            assert self._batch is not None
+            first = self.next_offset
+            self._batch.extend(recs)
+            for i, r in enumerate(recs):
+                self._apply(first + i, r)
+            return first
 
     def _active_only(self, api: int, handler: Any) -> Any:
         """Only the active controller serves the controller APIs (NOT_CONTROLLER otherwise), and
@@ -171,8 +236,12 @@ class Controller:
 
     def effective_min_isr(self, topic: str) -> int:
         """ReplicationControlManager.getTopicEffectiveMinIsr: min.insync.replicas capped at the
-        replication factor (of partition 0), the min ISR every partition change is built with."""
+        replication factor (of partition 0), the min ISR every partition change is built with
+        (Kafka 3.7+, gate ``effective_min_isr``; before 3.7 no partition change reads a min ISR -
+        there is no ELR - so the raw value is kept)."""
         min_isr = int(self._topic_cfg(topic, "min.insync.replicas"))
+        if not self.cfg.features.effective_min_isr:
+            return min_isr
         t = self.image.topics.get(topic)
         if t and t.partitions:
             p0 = t.partitions.get(0) or next(iter(t.partitions.values()))
@@ -334,6 +403,7 @@ class Controller:
 
     # ------------------------------------------------------------------ handlers
 
+    @one_write_event
     async def h_registration(self, header: Any, req: Any, peer: Peer) -> Any:
         """ClusterControlManager.registerBroker (with the clean-shutdown detection of KAFKA-15586 and
         the partition clean-up of KAFKA-18106, ReplicationControlManager.handleBrokerShutdown)."""
@@ -355,20 +425,11 @@ class Controller:
         host = listener.host if listener else peer.host
         port = int(listener.port) if listener else 0
         if existing is not None:
-            # addRecordsForShutdown → handleBrokerShutdown, before the new RegisterBrokerRecord
-            if self.elr_enabled and not clean:
-                prs = self.generate_leader_and_isr_updates(
-                    "unclean_shutdown", self._partitions_with_broker_in_isr(bid), unclean_shutdown=bid)
+            # a new incarnation: addRecordsForShutdown, before the new RegisterBrokerRecord
+            for prs in self._records_for_shutdown(bid, clean):
                 if prs:
                     self.append(prs)
-                prs = self.generate_leader_and_isr_updates(
-                    "unclean_shutdown", self._partitions_with_broker_in_elr(bid), unclean_shutdown=bid)
-            else:
-                prs = self.generate_leader_and_isr_updates(
-                    "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)
-            if prs:
-                self.append(prs)
-        epoch = self.quorum.next_offset  # the RegisterBrokerRecord's offset
+        epoch = self.next_offset  # the RegisterBrokerRecord's offset (the last of the event's batch)
         # a RegisterBrokerRecord is fenced until the broker's heartbeat shows it caught up
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
                       "host": host, "port": port}])
@@ -377,6 +438,33 @@ class Controller:
                      previous_broker_epoch=prev, clean_shutdown=clean)
         return build(cls, {"broker_epoch": epoch})
 
+    def _records_for_shutdown(self, bid: int, clean: bool) -> list[list[dict]]:
+        """The partition changes a new incarnation of ``bid`` brings, by Kafka's software version:
+
+        - 4.0+ (KAFKA-18106, ``ReplicationControlManager.handleBrokerShutdown(brokerId,
+          isCleanShutdown, records)``): with ELR on and no proof of a clean shutdown, the broker
+          leaves every ISR and ELR and cannot be elected (``unclean_shutdown``); otherwise it is
+          handled as if fenced (``reregistration``);
+        - 3.8-3.9 (KAFKA-15586, ``handleBrokerUncleanShutdown``): only with ELR supported, and then
+          for every new incarnation, clean or not (3.8/3.9 ignore PreviousBrokerEpoch there);
+        - before: none - a broker whose old session expired before the controller fenced it keeps
+          its ISR memberships and leaderships (``registerBroker`` writes only the fenced
+          RegisterBrokerRecord) and is electable again once unfenced.
+        """
+        f = self.cfg.features
+        unclean = [("unclean_shutdown", self._partitions_with_broker_in_isr),
+                   ("unclean_shutdown", self._partitions_with_broker_in_elr)]
+        if f.broker_shutdown_on_reregistration:
+            if self.elr_enabled and not clean:
+                return [self.generate_leader_and_isr_updates(why, which(bid), unclean_shutdown=bid)
+                        for why, which in unclean]
+            return [self.generate_leader_and_isr_updates(
+                "reregistration", self._partitions_with_broker_in_isr(bid), remove=bid)]
+        if f.unclean_shutdown_handler and self.elr_enabled:
+            return [self.generate_leader_and_isr_updates(why, which(bid), unclean_shutdown=bid)
+                    for why, which in unclean]
+        return []
+
     def _has_valid_session(self, bid: int) -> bool:
         """BrokerHeartbeatManager.hasValidSession: not fenced and heard from within the session."""
         reg = self.image.brokers.get(bid)
@@ -384,6 +472,7 @@ class Controller:
             return False
         return time.monotonic() - self.last_hb.get(bid, 0) <= self.session_s
 
+    @one_write_event
     async def h_heartbeat(self, header: Any, req: Any, peer: Peer) -> Any:
         cls = load_response_schema(63, req.__version__)
         bid = int(req.broker_id)
@@ -419,6 +508,7 @@ class Controller:
         reg = self.image.brokers[bid]
         return build(cls, {"is_caught_up": caught_up, "is_fenced": reg.fenced, "should_shut_down": should_shut_down})
 
+    @one_write_event
     async def h_alter_partition(self, header: Any, req: Any, peer: Peer) -> Any:
         """ReplicationControlManager.alterPartition."""
         version = req.__version__
@@ -512,6 +602,7 @@ class Controller:
                 return ErrorCode.ineligible_replica if version > 1 else ErrorCode.operation_not_attempted
         return ErrorCode.none
 
+    @one_write_event
     async def h_create_topics(self, header: Any, req: Any, peer: Peer) -> Any:
         cls = load_response_schema(19, req.__version__)
         out = []
@@ -570,16 +661,23 @@ class Controller:
 
     # ------------------------------------------------------------------ run
 
+    def maybe_fence_stale_brokers(self) -> None:
+        """QuorumController's maybeFenceStaleBroker events (ReplicationControlManager
+        .maybeFenceOneStaleBroker): each broker without a heartbeat for the session timeout is fenced
+        in a write event of its own - its fence and the partition changes it causes, one batch."""
+        now = time.monotonic()
+        for bid, reg in list(self.image.brokers.items()):
+            if not reg.fenced and now - self.last_hb.get(bid, now) > self.session_s:
+                with self.write_event():
+                    self.fence(bid, "session_timeout")
+
     async def session_loop(self) -> None:
         while not self.stopping:
             await asyncio.sleep(0.1)
             if not self.quorum.is_active():
                 continue
             try:
-                now = time.monotonic()
-                for bid, reg in list(self.image.brokers.items()):
-                    if not reg.fenced and now - self.last_hb.get(bid, now) > self.session_s:
-                        self.fence(bid, "session_timeout")
+                self.maybe_fence_stale_brokers()
                 recs = self._offline_election_records()
                 if recs:
                     self.append(recs)

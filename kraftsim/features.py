@@ -1,34 +1,45 @@
-"""Which Kafka behaviours are in force, derived from ``metadata.version`` as Kafka derives them.
+"""Which Kafka behaviours are in force: the ONE place where every kraftsim gate is declared.
 
-A Kafka cluster's protocol behaviour is switched by its metadata.version
-(``server-common/.../MetadataVersion.java``), not by one flag per fix. kraftsim does the same, so
-a campaign says ``metadata.version: 3.4`` against ``4.1`` and gets the vulnerable and the fixed
-cluster. Each gate may still be overridden by an explicit key for experiments; ``describe()``
-says what was in force and where each value came from, and the cluster launcher writes that into
-the run (``features.json``) so a verdict never depends on a guess about the target.
+Kafka switches behaviour two ways, and kraftsim models both:
 
-Gates (MetadataVersion constant or release, and what it switches):
+- **software** (``kafka.version``): most fixes are code changes that apply whatever the
+  metadata.version - KAFKA-15583's high-watermark rule is one; a cluster upgraded to 3.9
+  software that still runs metadata.version 3.4 (the commonest state after an upgrade) has it;
+- **protocol** (``metadata.version``): a wire or record format the whole cluster must agree on
+  (server-common ``MetadataVersion.java``): KIP-903's Fetch replica epochs, ELR. Such a gate
+  needs the software that knows the format *and* the feature level (kind ``both``), or the
+  feature level alone where every software able to run that level has the code.
 
-- ``kip903`` — IBP_3_5_IV1 "Adds replica epoch to Fetch request (KIP-903)": Fetch v15 carries
-  ``ReplicaState.ReplicaEpoch``, AlterPartition v3 carries ``NewIsrWithEpochs`` and the controller
-  answers INELIGIBLE_REPLICA to a stale broker epoch (seed 000). Override: ``kip903.enabled``.
-- ``leader_epoch_bump_on_isr_shrink`` — ``MetadataVersion.isLeaderEpochBumpRequiredOnIsrShrink``
-  (true before IBP_3_6_IV0, KAFKA-15021): the controller bumps the leader epoch when it shrinks
-  an ISR. Override: ``isr.shrink.leader.epoch.bump``.
-- ``hwm_requires_min_isr`` — KAFKA-15583 (Kafka 3.7): ``Partition.maybeIncrementLeaderHW``
-  returns early while ``isUnderMinIsr``. This is a software change, not a metadata.version gate
-  in Kafka; kraftsim models one software version per metadata.version, so a 3.7+ metadata.version
-  stands for a 3.7+ broker. Override: ``hwm.min.isr.enabled``.
-- ``elr`` — KIP-966 Eligible Leader Replicas: supported from IBP_4_0_IV1
-  (``MetadataVersion.isElrSupported``); the ``eligible.leader.replicas.version`` feature is opt-in
-  on 4.0 and on by default for new clusters from 4.1 (seed 003 §2.4). Override:
-  ``eligible.leader.replicas.version`` (0 or 1).
+``kafka.version`` defaults to the release that introduced the metadata.version: x.y.0 for any
+x.y-IVn (every IV of a release line first ships in its .0 release; an IV of a release is never
+older than that release's software). So ``metadata.version: 3.4`` alone means a 3.4.0 cluster,
+and the gates read exactly as kraftsim read metadata.version alone before. A kafka.version older
+than that release is refused: software cannot run a metadata.version it does not know.
+
+Each :class:`Gate` says Kafka's name for the behaviour, its kind, the version range(s) in which
+it is on, the Kafka source it follows (file/method + commit and first release), and the config
+key that may override it for experiments. :func:`derive` decides every gate; ``Features``
+exposes them as attributes (``features.kip903``) for the hot paths, and ``describe()`` is what
+the run records (``features.json``, the controller's ``features`` event)::
+
+    {"kafka.version": "3.9.0", "kafka.version.default": false, "metadata.version": "3.4-IV0",
+     "timing": "fast",
+     "gates": {"kip903": {"on": false, "decided_by": "metadata.version", "kind": "both",
+                          "kafka_name": ..., "kafka.version": ">= 3.5.0",
+                          "metadata.version": ">= 3.5-IV1", "cite": ...}, ...}}
+
+``decided_by`` names what decided the gate's value: ``kafka.version`` or ``metadata.version``
+when that version alone did (the other was in range, or the gate reads only one), ``both``
+when both versions were needed (an on ``both`` gate, or both out of range), or the overriding
+config key. To model another version-dependent behaviour (a bug present in some releases,
+a fix from another), add a ``Gate`` to ``GATES`` and read ``features.<name>`` where the rule
+lives; nothing else needs to change.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 #: the newest feature level ("IV") of each release: ``MetadataVersion.fromVersionString("3.5")``
 #: picks the latest IV of that release, and so does kraftsim for a version given without one
@@ -38,6 +49,7 @@ LATEST_IV: dict[tuple[int, int], int] = {
 }
 
 MetadataVersion = tuple[int, int, int]
+KafkaVersion = tuple[int, int, int]
 
 IBP_3_2_IV0: MetadataVersion = (3, 2, 0)
 IBP_3_5_IV1: MetadataVersion = (3, 5, 1)
@@ -63,47 +75,219 @@ def format_metadata_version(mv: MetadataVersion) -> str:
     return f"{mv[0]}.{mv[1]}-IV{mv[2]}"
 
 
+def parse_kafka_version(text: str) -> KafkaVersion:
+    """``3.9.0`` → (3, 9, 0); ``3.9`` → (3, 9, 0). A KRaft release line kraftsim knows (3.0 to
+    the newest in ``LATEST_IV``); any patch number."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?$", text.strip())
+    if not m:
+        raise ValueError("a Kafka release like 3.9.0 or 3.4.1 is wanted")
+    v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    if v[:2] not in LATEST_IV:
+        first, last = min(LATEST_IV), max(LATEST_IV)
+        raise ValueError(f"a KRaft Kafka release from {first[0]}.{first[1]}.0 to {last[0]}.{last[1]}.x is wanted")
+    return v
+
+
+def format_kafka_version(v: KafkaVersion) -> str:
+    return f"{v[0]}.{v[1]}.{v[2]}"
+
+
+def release_of(mv: MetadataVersion) -> KafkaVersion:
+    """The release that introduced ``mv``: x.y.0 for every x.y-IVn (MetadataVersion.release())."""
+    return mv[0], mv[1], 0
+
+
+# ------------------------------------------------------------------------------------ gates
+
+Kind = Literal["software", "protocol", "both"]
+
+
 @dataclass(frozen=True)
-class Features:
-    """The behaviours in force on one node; see the module docstring for each gate's source."""
-    metadata_version: MetadataVersion
-    kip903: bool
-    leader_epoch_bump_on_isr_shrink: bool
-    hwm_requires_min_isr: bool
-    elr: bool
-    #: gate name → "metadata.version" or the config key that overrode it
-    source: Mapping[str, str]
+class Range:
+    """A half-open version range: ``since`` <= v < ``before`` (either end may be open)."""
+    since: tuple[int, int, int] | None = None
+    before: tuple[int, int, int] | None = None
+
+    def __contains__(self, v: tuple[int, int, int]) -> bool:
+        return (self.since is None or v >= self.since) and (self.before is None or v < self.before)
+
+    def text(self, fmt: Any) -> str:
+        parts = ([f">= {fmt(self.since)}"] if self.since else []) + ([f"< {fmt(self.before)}"] if self.before else [])
+        return " and ".join(parts) or "any"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One version-dependent Kafka behaviour.
+
+    ``software``: the kafka.version range in which the behaviour is on (software and both);
+    ``protocol``: the metadata.version range (protocol and both); ``combine`` for ``both``:
+    ``all`` = needs both (a feature level the code must also know), ``any`` = either suffices
+    (e.g. old software that always did something newer software does only at old levels).
+    """
+    name: str
+    kafka_name: str
+    kind: Kind
+    cite: str
+    software: Range | None = None
+    protocol: Range | None = None
+    combine: Literal["all", "any"] = "all"
+    override: str | None = None
+
+    def decide(self, kv: KafkaVersion, mv: MetadataVersion) -> tuple[bool, str]:
+        """(on, decided_by) from the two versions, before any override."""
+        s = kv in self.software if self.software is not None else None
+        p = mv in self.protocol if self.protocol is not None else None
+        if self.kind == "software":
+            return bool(s), "kafka.version"
+        if self.kind == "protocol":
+            return bool(p), "metadata.version"
+        on = (s and p) if self.combine == "all" else (s or p)
+        if s == p:
+            return bool(on), "both"
+        # the versions disagree: the one whose value equals the outcome decided it
+        return bool(on), ("kafka.version" if s == on else "metadata.version")
 
     def describe(self) -> dict[str, Any]:
-        """What was in force, for run records and events: ``{"metadata.version": "3.4-IV0", ...}``."""
-        out: dict[str, Any] = {"metadata.version": format_metadata_version(self.metadata_version)}
-        for name in ("kip903", "leader_epoch_bump_on_isr_shrink", "hwm_requires_min_isr", "elr"):
-            out[name] = {"enabled": getattr(self, name), "from": self.source[name]}
+        out: dict[str, Any] = {"kind": self.kind, "kafka_name": self.kafka_name}
+        if self.software is not None:
+            out["kafka.version"] = self.software.text(format_kafka_version)
+        if self.protocol is not None:
+            out["metadata.version"] = self.protocol.text(format_metadata_version)
+        if self.kind == "both":
+            out["combine"] = self.combine
+        out["cite"] = self.cite
         return out
 
 
-#: gate → (config key that overrides it, how to read the key's value as a bool)
-OVERRIDES: dict[str, str] = {
-    "kip903": "kip903.enabled",
-    "leader_epoch_bump_on_isr_shrink": "isr.shrink.leader.epoch.bump",
-    "hwm_requires_min_isr": "hwm.min.isr.enabled",
-    "elr": "eligible.leader.replicas.version",
-}
+#: Every gate kraftsim has, in the order the fidelity table lists them (docs/kraftsim.md).
+GATES: tuple[Gate, ...] = (
+    Gate("kip903", "KIP-903 replica epochs (MetadataVersion.IBP_3_5_IV1, fetchRequestVersion 15)", "both",
+         "server-common/.../MetadataVersion.java fetchRequestVersion (IBP_3_5_IV1); core Partition.scala "
+         "isBrokerEpochIsrEligible; ReplicationControlManager.ineligibleReplicasForIsr - KAFKA-14617 "
+         "79b5f7f1ce2, 8c88cdb7186, d5e216d6183, first 3.5.0",
+         software=Range(since=(3, 5, 0)), protocol=Range(since=IBP_3_5_IV1), override="kip903.enabled"),
+    Gate("alter_partition_v3", "AlterPartition v3 with NewIsrWithEpochs (AlterPartitionRequest.Builder)", "software",
+         "clients/.../AlterPartitionRequest.java Builder (version negotiated with the controller, not MV-bound); "
+         "core Partition.scala addBrokerEpochToIsr - KAFKA-14617 8c88cdb7186 / d5e216d6183, first 3.5.0",
+         software=Range(since=(3, 5, 0))),
+    Gate("leader_epoch_bump_on_isr_shrink", "MetadataVersion.isLeaderEpochBumpRequiredOnIsrShrink", "both",
+         "metadata/.../PartitionChangeBuilder.java triggerLeaderEpochBumpIfNeeded: software before 3.6 "
+         "bumps on every ISR shrink; from KAFKA-15021 8ad0ed3e618 (first 3.6.0) only below IBP_3_6_IV0",
+         software=Range(before=(3, 6, 0)), protocol=Range(before=IBP_3_6_IV0), combine="any",
+         override="isr.shrink.leader.epoch.bump"),
+    Gate("leader_recovery", "KIP-704 LeaderRecoveryState (MetadataVersion.isLeaderRecoverySupported)", "both",
+         "server-common/.../MetadataVersion.java isLeaderRecoverySupported (IBP_3_2_IV0); PartitionChangeBuilder "
+         "tryElection: an unclean leader starts RECOVERING - KAFKA-13587 52621613fd3, first 3.2.0",
+         software=Range(since=(3, 2, 0)), protocol=Range(since=IBP_3_2_IV0)),
+    Gate("hwm_requires_min_isr", "Partition.maybeIncrementLeaderHW returns early while isUnderMinIsr", "software",
+         "core/.../cluster/Partition.scala maybeIncrementLeaderHW - KAFKA-15583 edc7e10a745, first 3.7.0 "
+         "(not on 3.6.x)",
+         software=Range(since=(3, 7, 0)), override="hwm.min.isr.enabled"),
+    Gate("effective_min_isr", "min.insync.replicas capped at the replication factor (effectiveMinIsr)", "software",
+         "core/.../cluster/Partition.scala effectiveMinIsr - KAFKA-15583 edc7e10a745, first 3.7.0 (before: the "
+         "raw config in checkEnoughReplicasReachOffset / appendRecordsToLeader); controller "
+         "ReplicationControlManager.getTopicEffectiveMinIsr - KAFKA-15581 af747fbfed7, first 3.7.0",
+         software=Range(since=(3, 7, 0))),
+    Gate("fetch_fences_stale_replica_epoch", "Replica.updateFetchStateOrThrow (stale broker epoch fenced)",
+         "software",
+         "core/.../cluster/Replica.scala updateFetchStateOrThrow, Partition.updateFollowerFetchState - "
+         "KAFKA-15221 d46781d4db3, first 3.7.0 (not on 3.5.x / 3.6.x)",
+         software=Range(since=(3, 7, 0))),
+    Gate("elr", "KIP-966 Eligible Leader Replicas (eligible.leader.replicas.version)", "both",
+         "MetadataVersion.isElrSupported (IBP_4_0_IV1 on trunk); EligibleLeaderReplicasVersion: opt-in on 4.0, "
+         "the default feature level for new clusters from 4.1 (IBP_4_1_IV0); code from KAFKA-15581 "
+         "af747fbfed7 (3.7.0, behind unstable MVs until 4.0)",
+         software=Range(since=(4, 0, 0)), protocol=Range(since=IBP_4_1_IV0),
+         override="eligible.leader.replicas.version"),
+    Gate("unclean_shutdown_handler", "ReplicationControlManager.handleBrokerUncleanShutdown (3.8-3.9)", "software",
+         "ClusterControlManager.registerBroker -> brokerUncleanShutdownHandler -> "
+         "ReplicationControlManager.handleBrokerUncleanShutdown (returns unless isElrSupported) - KAFKA-15586 "
+         "376e9e20dbf, first 3.8.0; replaced in 4.0 by handleBrokerShutdown",
+         software=Range(since=(3, 8, 0), before=(4, 0, 0))),
+    Gate("broker_shutdown_on_reregistration", "ReplicationControlManager.handleBrokerShutdown (KAFKA-18106)",
+         "software",
+         "ReplicationControlManager.handleBrokerShutdown(brokerId, isCleanShutdown, records): unclean with ELR "
+         "-> out of ISR and ELR, else as if fenced - KAFKA-18106 (apache/kafka#18045), first 4.0.0; before it "
+         "a re-registration changes no partition (unless the 3.8-3.9 ELR handler applies)",
+         software=Range(since=(4, 0, 0))),
+    Gate("pre_vote", "KIP-996 Pre-Vote (ProspectiveState, Vote v2 PreVote)", "software",
+         "raft/.../KafkaRaftClient.java, QuorumState.transitionToProspective, ProspectiveState, "
+         "FollowerState.canGrantPreVote - KAFKA-17641 (Vote v2) / KAFKA-17642 (ProspectiveState), first 4.0.0; "
+         "per peer by Vote RPC version, no feature level",
+         software=Range(since=(4, 0, 0))),
+    Gate("raft_fatal_fault", "RaftIoThread fatal fault handler (process halts on a raft error)", "software",
+         "raft/.../RaftIoThread.java doWork: fatalFaultHandler.handleFault(\"Unexpected error in raft IO "
+         "thread\") - KAFKA-14644 c81795692fd (3.4.1) / 598ba5f2fd5 (3.5.0); before, ShutdownableThread "
+         "logged \"Error due to\" and the raft thread died with the process still up",
+         software=Range(since=(3, 4, 1))),
+)
+
+GATES_BY_NAME: dict[str, Gate] = {g.name: g for g in GATES}
+
+#: gate → the config key that overrides it (experiments; the run records the override)
+OVERRIDES: dict[str, str] = {g.name: g.override for g in GATES if g.override}
+
+
+@dataclass(frozen=True)
+class Features:
+    """The behaviours in force on one node; ``features.<gate name>`` is a bool."""
+    metadata_version: MetadataVersion
+    kafka_version: KafkaVersion
+    kafka_version_default: bool
+    gates: Mapping[str, bool]
+    #: gate name → what decided it ("kafka.version", "metadata.version", "both" or an override key)
+    decided_by: Mapping[str, str]
+    timing: str = "fast"
+
+    def __getattr__(self, name: str) -> bool:
+        gates = object.__getattribute__(self, "gates")
+        if name in gates:
+            return gates[name]
+        raise AttributeError(name)
+
+    def describe(self) -> dict[str, Any]:
+        """What was in force, for run records and events (the module docstring shows the format)."""
+        return {
+            "kafka.version": format_kafka_version(self.kafka_version),
+            "kafka.version.default": self.kafka_version_default,
+            "metadata.version": format_metadata_version(self.metadata_version),
+            "timing": self.timing,
+            "gates": {g.name: {"on": self.gates[g.name], "decided_by": self.decided_by[g.name], **g.describe()}
+                      for g in GATES},
+        }
+
+
+def software_gate(name: str, kv: KafkaVersion) -> bool:
+    """A software gate alone, for a process without a metadata.version (the standalone raft node)."""
+    g = GATES_BY_NAME[name]
+    if g.kind != "software":
+        raise ValueError(f"gate {name} is not a software gate")
+    return g.decide(kv, release_of(kv))[0]
+
+
+def check_versions(kv: KafkaVersion, mv: MetadataVersion) -> None:
+    """A kafka.version older than the release that introduced the metadata.version is refused
+    (Kafka's broker refuses a finalized metadata.version above what it supports:
+    BrokerFeatures / QuorumFeatures.reasonNotSupported)."""
+    if kv < release_of(mv):
+        raise ValueError(f"{format_kafka_version(kv)} is older than metadata.version {format_metadata_version(mv)}, "
+                         f"which Kafka {format_kafka_version(release_of(mv))} introduced: a kafka.version of at least "
+                         f"{format_kafka_version(release_of(mv))} is wanted")
 
 
 def derive(values: Mapping[str, Any]) -> Features:
-    """Gates from a parsed config: metadata.version first, then any explicit override (not None)."""
+    """Every gate from a parsed config: the versions first, then any explicit override (not None).
+    Raises ValueError (the one line to print) for a kafka.version older than the metadata.version."""
     mv: MetadataVersion = values["metadata.version"]
-    derived = {
-        "kip903": mv >= IBP_3_5_IV1,
-        "leader_epoch_bump_on_isr_shrink": mv < IBP_3_6_IV0,
-        "hwm_requires_min_isr": mv >= IBP_3_7_IV0,
-        "elr": mv >= IBP_4_1_IV0,
-    }
-    source = {k: "metadata.version" for k in derived}
-    for gate, key in OVERRIDES.items():
-        v = values.get(key)
-        if v is not None:
-            derived[gate] = bool(v)
-            source[gate] = key
-    return Features(metadata_version=mv, source=source, **derived)
+    kv_set = values.get("kafka.version")
+    kv: KafkaVersion = kv_set if kv_set is not None else release_of(mv)
+    check_versions(kv, mv)
+    gates: dict[str, bool] = {}
+    decided: dict[str, str] = {}
+    for g in GATES:
+        gates[g.name], decided[g.name] = g.decide(kv, mv)
+        if g.override is not None and values.get(g.override) is not None:
+            gates[g.name], decided[g.name] = bool(values[g.override]), g.override
+    return Features(metadata_version=mv, kafka_version=kv, kafka_version_default=kv_set is None,
+                    gates=gates, decided_by=decided, timing=str(values.get("timing") or "fast"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from kraftsim.features import IBP_3_2_IV0, Features
+from kraftsim.features import Features
 from kraftsim.metadata import NO_LEADER, RECOVERED, RECOVERING, PartitionState
 
 #: PartitionChangeRecord.leader when the leader does not change (Kafka: NO_LEADER_CHANGE)
@@ -166,9 +166,8 @@ class PartitionChangeBuilder:
         record.leader = result.node
         if result.unclean:
             record.isr = [result.node]
-            if (self.partition.leader_recovery_state != RECOVERING
-                    and self.features.metadata_version >= IBP_3_2_IV0):  # isLeaderRecoverySupported
-                record.leader_recovery_state = RECOVERING
+            if self.partition.leader_recovery_state != RECOVERING and self.features.leader_recovery:
+                record.leader_recovery_state = RECOVERING  # KIP-704 (gate leader_recovery)
 
     # -- epochs -----------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Why its own module: what a leader proposes (Partition.prepareIsrExpand / prepare
 ``partition.py``) and how the proposal travels are separate in Kafka, and the travelling is where
 faultline's delayed-AlterPartition faults act: one connection of its own, one request in flight,
 items kept and re-sent until their partition's answer arrives or newer metadata replaces them.
-Requests are v3 with broker epochs when KIP-903 is on, v2 otherwise.
+Requests are v3 with broker epochs from Kafka 3.5 software on (the version is negotiated with
+the controller, not bound to metadata.version: gate ``alter_partition_v3``), v2 before; below
+metadata.version 3.5-IV1 a follower's epoch is -1 there, because its Fetch carried none.
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ class AlterPartitionManager:
         (newer metadata) is dropped instead of sent."""
         b = self.b
         client = b.controller_client("alter-partition")
-        version = 3 if b.features.kip903 else 2
+        version = 3 if b.features.alter_partition_v3 else 2
         cls = load_request_schema(56, version)
         while not b.stopping:
             await self.kick.wait()

@@ -82,8 +82,12 @@ class KafkaApis:
         else:
             rid, repoch = int(getattr(req, "replica_id", -1)), -1
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), 5.0)
+        first = True
         while True:
-            responses, total = b.replica_manager.fetch_messages(req, rid, repoch, v)
+            # the follower's fetch state is updated by the first read only (DelayedFetch reads
+            # from purgatory without updating it)
+            responses, total = b.replica_manager.fetch_messages(req, rid, repoch, v, update_fetch_state=first)
+            first = False
             remaining = deadline - time.monotonic()
             if total >= max(int(req.min_bytes), 1) or remaining <= 0 or b.stopping:
                 break

@@ -70,6 +70,9 @@ class ReplicaFetcherThread:
         self.client: Client | None = None
         #: (topic, partition) -> when its last ``follower_append`` was emitted (monotonic)
         self.append_noted: dict[tuple[str, int], float] = {}
+        #: replica.fetch.backoff.ms: the pause after a partition error (at least 200 ms after a
+        #: lost connection, kraftsim's floor against reconnect storms)
+        self.backoff_s = int(broker.cfg["replica.fetch.backoff.ms"]) / 1000
 
     async def run(self) -> None:
         b, leader = self.b, self.leader
@@ -106,14 +109,17 @@ class ReplicaFetcherThread:
                     "partition": k[1], "current_leader_epoch": r.leader_epoch, "fetch_offset": r.log.log_end_offset,
                     "last_fetched_epoch": r.log.latest_epoch, "log_start_offset": r.log.log_start_offset,
                     "partition_max_bytes": MAX_PARTITION_BYTES})
-            req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": b.lifecycle.broker_epoch},
+            # KIP-903: ReplicaState.ReplicaEpoch only from Fetch v15 (MetadataVersion.fetchRequestVersion,
+            # IBP_3_5_IV1); an older Fetch carries none, which is what -1 says here
+            epoch = b.lifecycle.broker_epoch if b.features.kip903 else -1
+            req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": epoch},
                               "max_wait": 500, "min_bytes": 1, "max_bytes": 16 * 1024 * 1024, "isolation_level": 0,
                               "session_id": 0, "session_epoch": -1,
                               "topics": [{"topic_id": uuid.UUID(tid), "partitions": ps} for tid, ps in by_topic.items()]})
             try:
                 resp = await client.request(req, timeout=5)
             except (OSError, asyncio.TimeoutError, ConnectionError):
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(max(self.backoff_s, 0.2))  # AbstractFetcherThread: fetchBackOffMs
                 continue
             backoff = False
             for td in resp.responses:
@@ -124,7 +130,7 @@ class ReplicaFetcherThread:
                         continue
                     backoff |= await self.handle_partition_response(r, pd)
             if backoff:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(self.backoff_s)  # delayPartitions(..., fetchBackOffMs)
         if self.client:
             self.client.close()
 
@@ -154,9 +160,10 @@ class ReplicaFetcherThread:
         if int(div.epoch) >= 0 and int(div.end_offset) >= 0:  # Kafka's FetchResponse.isDivergingEpoch
             fe, fo = r.log.end_offset_for_epoch(int(div.epoch))
             target = min(int(div.end_offset), fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
-            if target < r.log.log_end_offset:
-                r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
-                r.hwm = min(r.hwm, r.log.log_end_offset)
+            # AbstractFetcherThread.truncate → Partition.truncateTo → UnifiedLog.truncateTo, also
+            # at or past the log end, where only the leader-epoch cache is cut
+            r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
+            r.hwm = min(r.hwm, r.log.log_end_offset)
             return False
         if pd.records:
             before = r.log.log_end_offset

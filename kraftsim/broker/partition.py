@@ -22,7 +22,8 @@ What it models (seed 003):
 - §2.9 ISR shrink on lag, expansion only under the consistency rules (fetch offset >= HWM and
   >= LESO, fetched in the current leader epoch, broker unfenced and — KIP-903 — the broker
   epoch seen in Fetch equals the one in the metadata image);
-- §2.10 transitions: LESO set when becoming leader, follower state cleared on a new epoch.
+- §2.10 transitions: LESO set at every new leader epoch; follower state cleared when becoming
+  leader, kept (fetch offset, broker epoch) when the leader only gets a new epoch.
 """
 from __future__ import annotations
 
@@ -100,7 +101,12 @@ class Partition:
 
     @property
     def effective_min_isr(self) -> int:
-        """Partition.scala, effectiveMinIsr: min(min.insync.replicas, replication factor)."""
+        """Partition.scala, effectiveMinIsr: min(min.insync.replicas, replication factor) from
+        Kafka 3.7 (gate ``effective_min_isr``); before it the raw config, so a min ISR above the
+        replication factor refuses every acks=all write (3.6 ``checkEnoughReplicasReachOffset`` /
+        ``appendRecordsToLeader``: ``val minIsr = leaderLog.config.minInSyncReplicas``)."""
+        if not self.b.features.effective_min_isr:
+            return self.min_isr
         return min(self.min_isr, max(len(self.replicas), 1))
 
     @property
@@ -154,8 +160,10 @@ class Partition:
             # and replaces a pending change (whose answer, if any, is then ignored).
             self._clear_pending()
         if ps.leader == me and me in ps.replicas:
-            if self.role != "leader" or new_epoch:
+            if self.role != "leader":
                 self._become_leader(ps)
+            elif new_epoch:
+                self._new_leader_epoch(ps)
         elif ps.leader != NO_LEADER and me in ps.replicas:
             if self.role != "follower" or new_epoch or self.leader != ps.leader:
                 self._become_follower(ps)
@@ -168,19 +176,46 @@ class Partition:
         self.check_waiters()
 
     def _become_leader(self, ps: PartitionState) -> None:
-        """Seed 003 §2.10.1/§2.10.3: clear follower state, set the LESO, maybe advance the HWM."""
-        self.fail_waiters(ErrorCode.not_leader_or_follower)
+        """Partition.makeLeader for a broker that was not the leader (seed 003 §2.10.1/§2.10.3):
+        stop fetching, fresh follower state (``Replica.resetReplicaState(isNewLeader = true)``),
+        the LESO, maybe advance the HWM. It has no waiting produce requests: becoming follower
+        or stopping completed them (ReplicaManager.completeDelayedFetchOrProduceRequests)."""
         self.b.fetcher_manager.remove(self)
-        self.role, self.leader, self.leader_epoch = "leader", ps.leader, ps.leader_epoch
+        self.role, self.leader = "leader", ps.leader
         self._clear_pending()
-        leo = self.log.log_end_offset
-        self.log.epoch_cache.assign(self.leader_epoch, leo)
-        self.leso = leo
         now = time.monotonic()
         self.followers = {r: FollowerState(last_caught_up=now if r in self.isr else 0.0)
                           for r in self.replicas if r != self.b.node_id}
-        self.hwm = min(self.hwm, leo)
+        self.hwm = min(self.hwm, self.log.log_end_offset)
         self.log.producer_state()  # built once per log; maintained by every append since
+        self._start_leader_epoch(ps)
+
+    def _new_leader_epoch(self, ps: PartitionState) -> None:
+        """Partition.makeLeader for the leader it already is, at a new leader epoch (an ISR shrink
+        before metadata.version 3.6, a reassignment): the epoch and its start offset change, each
+        follower keeps its fetch offset and broker epoch (``Replica.resetReplicaState(isNewLeader =
+        false)``: lastFetchLeaderLogEndOffset = LESO; last fetch and caught-up time = now if in the
+        ISR, else 0), and waiting acks=all requests stay waiting: ReplicaManager.applyLocalLeadersDelta
+        only calls makeLeader, which completes delayed requests only if the HWM moved
+        (``tryCompleteDelayedRequests``); only a leader that becomes follower fails them
+        (ReplicaManagerTest testDeltaToFollowerCompletesProduce)."""
+        now = time.monotonic()
+        leso = self.log.log_end_offset
+        for rid, fs in self.followers.items():
+            in_sync = rid in self.isr
+            fs.leader_leo_at_last_fetch = leso
+            fs.last_fetch = now if in_sync else 0.0
+            fs.last_caught_up = now if in_sync else 0.0
+        self._start_leader_epoch(ps)
+
+    def _start_leader_epoch(self, ps: PartitionState) -> None:
+        """Partition.makeLeader under ``isNewLeaderEpoch``: ``maybeAssignEpochStartOffset(epoch,
+        LEO)``, the leader epoch start offset; the ``became_leader`` event (Kafka's "Leader ... starts
+        at leader epoch E from offset O" line); KIP-704's RECOVERED proposal."""
+        self.leader_epoch = ps.leader_epoch
+        leo = self.log.log_end_offset
+        self.log.epoch_cache.assign(self.leader_epoch, leo)
+        self.leso = leo
         self._emit_became_leader()
         if self.leader_recovery_state != RECOVERED:
             # KIP-704: nothing to abort (no transactions); recovery done, tell the controller.
@@ -349,7 +384,17 @@ class Partition:
             self.b.notify()
             self.check_waiters()
 
-    def on_follower_fetch(self, rid: int, fetch_offset: int, broker_epoch: int) -> None:
+    def on_follower_fetch(self, rid: int, fetch_offset: int, broker_epoch: int) -> ErrorCode:
+        """Partition.updateFollowerFetchState → Replica.updateFetchStateOrThrow: from Kafka 3.7 (gate
+        ``fetch_fences_stale_replica_epoch``) a Fetch whose ReplicaEpoch is older than the broker's
+        live registration (KRaftMetadataCache.getAliveBrokerEpoch: registered and unfenced) is
+        fenced - NOT_LEADER_OR_FOLLOWER, nothing updated - so a dead incarnation's late Fetch cannot
+        rewrite the new one's state. -1 (no epoch: Fetch below v15) is never fenced. Then the
+        caught-up time, ISR expansion and the HWM."""
+        if broker_epoch != -1 and self.b.features.fetch_fences_stale_replica_epoch:
+            reg = self.b.image.brokers.get(rid)
+            if reg is not None and not reg.fenced and reg.broker_epoch > broker_epoch:
+                return ErrorCode.not_leader_or_follower
         now = time.monotonic()
         fs = self.followers.get(rid)
         if fs is None:
@@ -362,6 +407,7 @@ class Partition:
         fs.leo, fs.broker_epoch, fs.last_fetch, fs.leader_leo_at_last_fetch = fetch_offset, broker_epoch, now, leo
         self.maybe_expand_isr(rid)
         self.maybe_advance_hwm()
+        return ErrorCode.none
 
     def _is_caught_up(self, fs: FollowerState, leader_leo: int, now: float) -> bool:
         """Replica.scala, isCaughtUp: at the leader's LEO, or caught up within replica.lag.time.max.ms."""
@@ -375,8 +421,7 @@ class Partition:
         reg = self.b.image.brokers.get(rid)
         if reg is None or reg.fenced or reg.shutting_down or fs.last_fetch <= 0:
             return False
-        stored = fs.broker_epoch if self.b.features.kip903 else -1
-        return stored == -1 or stored == reg.broker_epoch
+        return fs.broker_epoch == -1 or fs.broker_epoch == reg.broker_epoch
 
     def maybe_expand_isr(self, rid: int) -> None:
         """Partition.scala, maybeExpandIsr / canAddReplicaToIsr / isFollowerInSync."""

@@ -127,9 +127,13 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetch
 
-    def fetch_messages(self, req: Any, rid: int, repoch: int, v: int) -> tuple[list[dict], int]:
+    def fetch_messages(self, req: Any, rid: int, repoch: int, v: int,
+                       update_fetch_state: bool = True) -> tuple[list[dict], int]:
         """One pass of ReplicaManager.fetchMessages over a Fetch request: (topic responses,
-        bytes read); the handler long-polls by calling it again."""
+        bytes read); the handler long-polls by calling it again with ``update_fetch_state`` False -
+        a follower's fetch state is updated by the first read only (``readFromLog(...,
+        readFromPurgatory = false)``; DelayedFetch.onComplete reads with ``readFromPurgatory = true``,
+        ``Partition.fetchRecords(updateFetchState = false)``)."""
         total = 0
         responses = []
         for td in req.topics:
@@ -141,13 +145,14 @@ class ReplicaManager:
                 tkey = {"topic": td.topic}
             parts = []
             for pd in td.partitions:
-                out, n = self.fetch_partition(tname, pd, rid, repoch, v)
+                out, n = self.fetch_partition(tname, pd, rid, repoch, v, update_fetch_state)
                 parts.append(out)
                 total += n
             responses.append({**tkey, "partitions": parts})
         return responses, total
 
-    def fetch_partition(self, tname: str | None, pd: Any, rid: int, repoch: int, v: int) -> tuple[dict, int]:
+    def fetch_partition(self, tname: str | None, pd: Any, rid: int, repoch: int, v: int,
+                        update_fetch_state: bool = True) -> tuple[dict, int]:
         """ReplicaManager.readFromLog for one partition (Partition.fetchRecords: leader epoch
         checks, the diverging epoch for a follower, updateFollowerFetchState; the remote tier via
         handleOffsetOutOfRangeError). Returns (partition response, bytes read)."""
@@ -184,10 +189,13 @@ class ReplicaManager:
                             "diverging_epoch": {"epoch": e, "end_offset": end}}, 1
             if off > log.log_end_offset or off < log.log_start_offset:
                 return {**base, "error_code": ErrorCode.offset_out_of_range}, 0
-            r.on_follower_fetch(rid, off, repoch)
-            # seed 004: the follower's local log start, from which the leader derives the local
-            # log state the seed's new Fetch fields would carry (see Partition.local_log_state)
-            r.followers[rid].local_log_start_offset = int(getattr(pd, "log_start_offset", -1))
+            if update_fetch_state:
+                err = r.on_follower_fetch(rid, off, repoch)
+                if err is not ErrorCode.none:
+                    return {**base, "error_code": err}, 0
+                # seed 004: the follower's local log start, from which the leader derives the local
+                # log state the seed's new Fetch fields would carry (see Partition.local_log_state)
+                r.followers[rid].local_log_start_offset = int(getattr(pd, "log_start_offset", -1))
             base.update(high_watermark=r.hwm, last_stable_offset=r.hwm)
             data = log.read(off, min(int(pd.partition_max_bytes), MAX_PARTITION_BYTES))
         else:
@@ -211,11 +219,12 @@ class ReplicaManager:
         003 §2.9) and ``highwatermark-checkpoint``."""
         b = self.b
         last_ckpt = 0.0
+        ckpt_s = int(b.cfg["replica.high.watermark.checkpoint.interval.ms"]) / 1000
         while not b.stopping:
-            await asyncio.sleep(min(b.lag_s / 2, 0.5))
+            await asyncio.sleep(b.cfg.isr_expiration_s)
             for r in list(self.partitions.values()):
                 r.maybe_shrink_isr()
-            if time.monotonic() - last_ckpt > 1.0:
+            if time.monotonic() - last_ckpt > ckpt_s:
                 last_ckpt = time.monotonic()
                 b.logs.checkpoint_high_watermarks(self.hwm_snapshot())
 

@@ -35,8 +35,8 @@ from kio.schema.errors import ErrorCode
 from kraftsim.events import EventLog
 from kraftsim.raft.config import QuorumConfig
 from kraftsim.raft.log import PARTITION, TOPIC, RaftLog
-from kraftsim.raft.states import (RETRY_BACKOFF_BASE_MS, Candidate, Follower, Leader, QuorumState, Resigned,
-                                  Unattached)
+from kraftsim.raft.states import (RETRY_BACKOFF_BASE_MS, Candidate, Follower, Leader, Prospective, QuorumState,
+                                  Resigned, Unattached)
 from kraftsim.raft.store import NO_LEADER, FileQuorumStateStore
 from kraftsim.wire import Client, Peer, build
 
@@ -46,9 +46,22 @@ VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, DESCRIBE_QUORUM = 52, 53, 54,
 #: (KIP-853), which a static ``controller.quorum.voters`` quorum does not have.
 RAFT_APIS = {VOTE: (0, 0), BEGIN_QUORUM_EPOCH: (0, 0), END_QUORUM_EPOCH: (0, 0), FETCH: (12, 12),
              DESCRIBE_QUORUM: (0, 1)}
+#: Vote v2 carries PreVote (KIP-996, Kafka 4.0); kraftsim's quorum is one software version, so a
+#: voter with pre-vote talks v2 to every peer and one without stays at v0
+VOTE_PRE_VOTE_VERSION = 2
 FETCH_MAX_BYTES = 1 << 20
 
 CommitCallback = Callable[[list[tuple[int, int, dict[str, Any]]]], None]
+
+
+class RaftFatalError(Exception):
+    """An error Kafka's raft IO thread does not survive (RaftIoThread.doWork → fatalFaultHandler):
+    raised after the fault was handled, to abort whatever was running."""
+
+
+def halt(status: int) -> None:
+    """Exit.halt: end the process at once, no clean-up (ProcessTerminatingFaultHandler, halt mode)."""
+    os._exit(status)
 
 
 class NotLeader(Exception):
@@ -61,8 +74,13 @@ class NotLeader(Exception):
 
 class RaftClient:
     def __init__(self, node_id: int, cluster_id: str, host: str, quorum: QuorumConfig, log: RaftLog,
-                 events: EventLog, on_commit: CommitCallback | None = None, rng: random.Random | None = None):
+                 events: EventLog, on_commit: CommitCallback | None = None, rng: random.Random | None = None,
+                 on_fatal: Callable[[int], None] = halt):
         self.node_id = node_id
+        self.on_fatal = on_fatal
+        #: why the raft IO thread died (before Kafka 3.4.1 a fault stopped the thread, not the process)
+        self.dead: str | None = None
+        self._unflushed = 0  # records appended after the raft thread died (never written)
         self.cluster_id = cluster_id
         self.host = host
         self.config = quorum
@@ -88,10 +106,28 @@ class RaftClient:
 
     # ================================================================== plumbing
 
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """What the raft listener advertises: Vote up to v2 with pre-vote (Kafka 4.0), else v0."""
+        return {**RAFT_APIS, VOTE: (0, VOTE_PRE_VOTE_VERSION if self.config.pre_vote else 0)}
+
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Awaitable[Any]]]:
-        return {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
-                END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch,
-                DESCRIBE_QUORUM: self.h_describe_quorum}
+        hs = {VOTE: self.h_vote, BEGIN_QUORUM_EPOCH: self.h_begin_quorum_epoch,
+              END_QUORUM_EPOCH: self.h_end_quorum_epoch, FETCH: self.h_fetch,
+              DESCRIBE_QUORUM: self.h_describe_quorum}
+        return {k: self.on_raft_thread(h) for k, h in hs.items()}
+
+    def on_raft_thread(self, handler: Callable[[Any, Any, Peer], Awaitable[Any]]) -> Callable[[Any, Any, Peer], Awaitable[Any]]:
+        """A request Kafka handles on the raft IO thread: a fault while handling it is the thread's
+        (``_fault``), and once the thread died (before Kafka 3.4.1) nothing is answered - the request
+        waits in a queue nobody reads until the peer gives up."""
+        async def handle(header: Any, req: Any, peer: Peer) -> Any:
+            if self.dead is None:
+                try:
+                    return await handler(header, req, peer)
+                except RaftFatalError:
+                    pass
+            await asyncio.Event().wait()
+        return handle
 
     def _kick(self) -> None:
         self.wake.set()
@@ -138,8 +174,13 @@ class RaftClient:
                 if dest not in self.unreachable:  # say it once per outage, not every retry
                     self.unreachable.add(dest)
                     self.ev.log(f"raft: request {type(req).__name__} to {dest} failed: {type(e).__name__}")
-            except Exception as e:  # noqa: BLE001 - a bad response must not kill the loop; say why
-                self.ev.log(f"raft: handling {type(req).__name__} response from {dest} failed: {type(e).__name__}: {e}")
+            except RaftFatalError:
+                pass
+            except Exception as e:  # noqa: BLE001 - handled on Kafka's raft IO thread: a fault
+                try:
+                    self._fault(f"handling {type(req).__name__} response from {dest}: {type(e).__name__}: {e}")
+                except RaftFatalError:
+                    pass
             finally:
                 if gen == self.generation:
                     self.inflight.pop(dest, None)
@@ -174,13 +215,17 @@ class RaftClient:
             self.initialize()
         stopper = asyncio.ensure_future(stop.wait())
         try:
-            while not stop.is_set():
+            while not stop.is_set() and self.dead is None:
                 now = time.monotonic()
                 try:
                     wait = self.poll(now)
-                except Exception as e:  # noqa: BLE001 - keep polling; the reason goes to process.log
-                    self.ev.log(f"raft: poll failed: {type(e).__name__}: {e}")
-                    wait = 0.05
+                except RaftFatalError:
+                    break
+                except Exception as e:  # noqa: BLE001 - RaftIoThread.doWork: any error is a fault
+                    try:
+                        self._fault(f"{type(e).__name__}: {e}")
+                    except RaftFatalError:
+                        break
                 self.wake.clear()
                 waker = asyncio.ensure_future(self.wake.wait())
                 await asyncio.wait([waker, stopper], timeout=max(0.0, min(wait, 0.1)),
@@ -188,7 +233,31 @@ class RaftClient:
                 waker.cancel()
         finally:
             stopper.cancel()
+        if self.dead is not None:
+            # the raft thread is gone, the process lives on (Kafka before 3.4.1): nothing polls,
+            # nothing is answered, no graceful resignation at shutdown
+            await stop.wait()
+            return
         await self.shutdown()
+
+    def _fault(self, error: str) -> None:
+        """RaftIoThread.doWork: ``throw fatalFaultHandler.handleFault("Unexpected error in raft IO
+        thread", t)`` (KAFKA-14644, Kafka 3.4.1+): the fault is logged and the process halts with
+        status 1 (ProcessTerminatingFaultHandler). Before 3.4.1, ShutdownableThread logged "Error due
+        to" and the thread stopped, with the process still up: kraftsim then stops polling and
+        answering raft requests. Either way a ``fatal_fault`` event records it and RaftFatalError
+        aborts the caller."""
+        halts = self.config.fatal_fault
+        self.ev.emit("fatal_fault", component="raft", fault="Unexpected error in raft IO thread", error=error,
+                     halted=halts, epoch=self.quorum.epoch, state=self.quorum.state.name)
+        if halts:
+            self.ev.log(f"Encountered fatal fault: Unexpected error in raft IO thread: {error}")
+            self.on_fatal(1)
+        else:
+            self.ev.log(f"raft IO thread: Error due to {error}; the raft thread stopped, the process lives on")
+            self.dead = error
+            self.wake.set()
+        raise RaftFatalError(error)
 
     async def shutdown(self, timeout_s: float = 1.0) -> None:
         """KafkaRaftClient.shutdown: a leader resigns and tells the voters (EndQuorumEpoch), so
@@ -215,10 +284,12 @@ class RaftClient:
             return self._poll_leader(s, now)
         if isinstance(s, Candidate):
             return self._poll_candidate(s, now)
+        if isinstance(s, Prospective):
+            return self._poll_prospective(s, now)
         if isinstance(s, Follower):
-            if now >= s.fetch_deadline:  # pollFollowerAsVoter: fetch timeout -> candidate
-                self.ev.log(f"raft: no Fetch answer from leader {s.leader_id} within the fetch timeout; candidate")
-                self._transition_to_candidate(now, "fetch_timeout")
+            if now >= s.fetch_deadline:  # pollFollowerAsVoter: fetch timeout -> prospective / candidate
+                self.ev.log(f"raft: no Fetch answer from leader {s.leader_id} within the fetch timeout")
+                self._start_election(now, "fetch_timeout")
                 return 0.0
             self._maybe_send(s.leader_id, now, self._build_fetch, self._handle_fetch_response)
             return s.fetch_deadline - now
@@ -226,10 +297,18 @@ class RaftClient:
             if self.shutting_down:
                 return 0.1
             if now >= s.election_deadline:  # pollUnattachedAsVoter
-                self._transition_to_candidate(now, "election_timeout")
+                self._start_election(now, "election_timeout")
                 return 0.0
             return s.election_deadline - now
         return self._poll_resigned(now)
+
+    def _start_election(self, now: float, reason: str) -> None:
+        """A voter whose leader went quiet or whose election timed out: Prospective first with
+        pre-vote (Kafka 4.0 transitionToProspective), a Candidate at once without it."""
+        if self.config.pre_vote:
+            self._transition_to_prospective(now, reason)
+        else:
+            self._transition_to_candidate(now, reason)
 
     def _poll_leader(self, s: Leader, now: float) -> float:
         """KafkaRaftClient.pollLeader: resign when a majority stopped fetching (check quorum);
@@ -244,19 +323,34 @@ class RaftClient:
         return min(s.begin_quorum_next, s.check_quorum_deadline) - now
 
     def _poll_candidate(self, s: Candidate, now: float) -> float:
-        """KafkaRaftClient.pollCandidate."""
+        """KafkaRaftClient.pollCandidate: after the backoff that follows a lost election, a new
+        candidacy - with pre-vote (4.0) a Prospective first, which also follows an election timeout."""
         if s.backoff_until is not None:
             if now >= s.backoff_until:
-                self._transition_to_candidate(now, "election_backoff")
+                self._start_election(now, "election_backoff")
                 return 0.0
             return s.backoff_until - now
         if now >= s.election_deadline:
+            if self.config.pre_vote:
+                self._transition_to_prospective(now, "election_timeout")
+                return 0.0
             s.backoff_until = now + self._binary_exponential_backoff_ms(s.retries) / 1000
             self.ev.log(f"raft: election in epoch {s.epoch} timed out; backing off")
             return s.backoff_until - now
         if not s.is_vote_rejected():
             for v in s.unrecorded_voters():
-                self._maybe_send(v, now, self._build_vote, self._handle_vote_response)
+                self._maybe_send(v, now, lambda v=v: self._build_vote(v), self._handle_vote_response)
+        return s.election_deadline - now
+
+    def _poll_prospective(self, s: Prospective, now: float) -> float:
+        """KafkaRaftClient.pollProspective (4.0): pre-votes to the voters not heard from yet; the
+        election timeout ends the attempt (a loss)."""
+        if now >= s.election_deadline:
+            self._prospective_lost(now, "election_timeout")
+            return 0.0
+        if not s.is_vote_rejected():
+            for v in s.unrecorded_voters():
+                self._maybe_send(v, now, lambda v=v: self._build_vote(v), self._handle_vote_response)
         return s.election_deadline - now
 
     def _poll_resigned(self, now: float) -> float:
@@ -269,7 +363,10 @@ class RaftClient:
         if self.shutting_down:
             return 0.05
         if now >= s.election_deadline:
-            self._transition_to_candidate(now, "resigned")
+            if self.config.pre_vote:  # 4.0: Resigned → Unattached(epoch + 1), then a pre-vote
+                self._transition_to_unattached(s.epoch + 1, now)
+            else:
+                self._transition_to_candidate(now, "resigned")
             return 0.0
         return s.election_deadline - now
 
@@ -306,6 +403,30 @@ class RaftClient:
         self.ev.emit("controller_candidate", epoch=s.epoch, candidate=self.node_id, reason=reason,
                      log_end_offset=self.log.end_offset)
         self._on_become_candidate(now)
+        self._state_changed()
+
+    def _transition_to_prospective(self, now: float, reason: str) -> None:
+        """QuorumState.transitionToProspective: same epoch, nothing persisted; the
+        ``controller_prospective`` event says when and why a pre-vote began."""
+        self.quorum.transition_to_prospective(now)
+        s = self.quorum.state
+        self.ev.emit("controller_prospective", epoch=s.epoch, prospective=self.node_id, reason=reason,
+                     log_end_offset=self.log.end_offset)
+        if isinstance(s, Prospective) and s.is_vote_granted():  # a lone voter
+            self._transition_to_candidate(now, "pre_vote_granted")
+            return
+        self._state_changed()
+
+    def _prospective_lost(self, now: float, reason: str) -> None:
+        """A lost or timed-out pre-vote: back to Follower of the leader it knew (a fresh fetch
+        timeout), else Unattached in the same epoch (QuorumState class comment, Kafka 4.0)."""
+        s = self.quorum.state
+        assert isinstance(s, Prospective)
+        self.ev.log(f"raft: pre-vote in epoch {s.epoch} not granted ({reason})")
+        if s.leader_id != NO_LEADER and s.leader_id != self.node_id:
+            self.quorum.transition_to_follower(s.epoch, s.leader_id, now)
+        else:
+            self.quorum.transition_to_unattached(s.epoch, now)
         self._state_changed()
 
     def _on_become_candidate(self, now: float) -> None:
@@ -359,9 +480,9 @@ class RaftClient:
         """KafkaRaftClient.maybeTransition: a larger epoch -> Follower (leader known) or
         Unattached; the same epoch with a newly known leader -> Follower."""
         if not self._has_consistent_leader(epoch, leader):
-            self.ev.log(f"raft: leader {leader} in epoch {epoch} is inconsistent with leader "
-                        f"{self.quorum.leader_id} of epoch {self.quorum.epoch}; ignored")
-            return
+            # KafkaRaftClient.maybeTransition: IllegalStateException, fatal on the raft IO thread
+            self._fault(f"Received request or response with leader {leader} and epoch {epoch} which is "
+                        f"inconsistent with current leader {self.quorum.leader_id} and epoch {self.quorum.epoch}")
         if epoch > self.quorum.epoch:
             if leader >= 0 and leader != self.node_id:
                 self._transition_to_follower(epoch, leader, now)
@@ -418,6 +539,11 @@ class RaftClient:
         s = self.quorum.state
         if not isinstance(s, Leader) or self.shutting_down:
             raise NotLeader(self.quorum.leader_id, self.quorum.epoch)
+        if self.dead is not None:
+            # scheduleAppend only fills the accumulator; with the raft thread dead nothing is
+            # flushed or committed, and the writer waits for ever (as QuorumController's does)
+            self._unflushed += len(records)
+            return self.log.end_offset + self._unflushed - 1
         _, last = self.log.append_as_leader(records, s.epoch)
         if s.update_local_state(self.log.end_offset):
             self._after_high_watermark()
@@ -442,13 +568,18 @@ class RaftClient:
     def _topic(self, partition: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"topic_name": TOPIC, "partitions": [{"partition_index": PARTITION, **partition}]}]
 
-    def _build_vote(self) -> Any:
-        """KafkaRaftClient.buildVoteRequest: candidate epoch and the last (epoch, offset) of its log."""
+    def _build_vote(self, dest: int) -> Any:
+        """KafkaRaftClient.buildVoteRequest: the epoch (a candidate's new one, a prospective's
+        current one) and the last (epoch, offset) of its log; v2 with PreVote when pre-vote is on."""
         end, last_epoch = self.log.end_offset_and_epoch()
-        return build(load_request_schema(VOTE, 0), {
-            "cluster_id": self.cluster_id,
-            "topics": self._topic({"replica_epoch": self.quorum.epoch, "replica_id": self.node_id,
-                                   "last_offset_epoch": last_epoch, "last_offset": end})})
+        part = {"replica_epoch": self.quorum.epoch, "replica_id": self.node_id,
+                "last_offset_epoch": last_epoch, "last_offset": end}
+        if not self.config.pre_vote:
+            return build(load_request_schema(VOTE, 0), {"cluster_id": self.cluster_id, "topics": self._topic(part)})
+        return build(load_request_schema(VOTE, VOTE_PRE_VOTE_VERSION), {
+            "cluster_id": self.cluster_id, "voter_id": dest,
+            "topics": self._topic({**part, "replica_directory_id": None, "voter_directory_id": None,
+                                   "pre_vote": isinstance(self.quorum.state, Prospective)})})
 
     def _build_begin_quorum_epoch(self) -> Any:
         return build(load_request_schema(BEGIN_QUORUM_EPOCH, 0), {
@@ -494,6 +625,17 @@ class RaftClient:
         if p.error_code != ErrorCode.none:
             return False
         s = self.quorum.state
+        if isinstance(s, Prospective):  # handleVoteResponse for a PreVote (Kafka 4.0)
+            if p.vote_granted:
+                s.granted.add(src)
+                s.rejected.discard(src)
+                if s.is_vote_granted():
+                    self._transition_to_candidate(now, "pre_vote_granted")
+            else:
+                s.rejected.add(src)
+                if s.is_vote_rejected():
+                    self._prospective_lost(now, "pre_vote_rejected")
+            return True
         if isinstance(s, Candidate):
             if p.vote_granted:
                 s.granted.add(src)
@@ -555,10 +697,9 @@ class RaftClient:
         if int(div.epoch) >= 0:
             end, dep = int(div.end_offset), int(div.epoch)
             if s.high_watermark is not None and end < s.high_watermark:
-                # Kafka throws: the leader asked to truncate committed data. Never obey that.
-                self.ev.log(f"raft: leader {s.leader_id} asked to truncate to {end} below the high watermark "
-                            f"{s.high_watermark}; refused")
-                return False
+                # KafkaRaftClient.handleFetchResponse throws KafkaException: never truncate committed data
+                self._fault(f"The leader requested truncation to offset {end}, which is below the current "
+                            f"high watermark {s.high_watermark}")
             self._truncation_context = {"epoch": self.quorum.epoch, "leader": s.leader_id,
                                         "diverging_epoch": dep, "diverging_end_offset": end}
             try:
@@ -573,11 +714,16 @@ class RaftClient:
                 self.log.append_as_follower(bytes(p.records))
             hw = int(p.high_watermark)
             if hw >= 0:
-                new_hw = min(hw, self.log.end_offset)
-                if s.high_watermark is None or new_hw > s.high_watermark:
-                    s.high_watermark = new_hw  # KafkaRaftClient.updateFollowerHighWatermark
+                # KafkaRaftClient.updateFollowerHighWatermark: min(leader's, own end offset), and
+                # FollowerState.updateHighWatermark refuses a lower one (a fault)
+                try:
+                    moved = s.update_high_watermark(min(hw, self.log.end_offset))
+                except ValueError as e:
+                    self._fault(str(e))
+                if moved:
                     self._after_high_watermark()
-        s.fetch_deadline = now + self.config.fetch_timeout_ms / 1000  # state.resetFetchTimeout
+        s.fetch_deadline = now + self.config.fetch_timeout_ms / 1000  # resetFetchTimeoutForSuccessfulFetch
+        s.has_fetched_from_leader = True
         self._kick()
         return True
 
@@ -629,7 +775,11 @@ class RaftClient:
             return build(cls, {"error_code": ErrorCode.invalid_request})
         cand, cand_epoch = int(p.replica_id), int(p.replica_epoch)
         last_epoch, last_offset = int(p.last_offset_epoch), int(p.last_offset)
-        if last_offset < 0 or last_epoch < 0 or last_epoch >= cand_epoch:
+        pre_vote = bool(getattr(p, "pre_vote", False))
+        # a candidate bumped its epoch past its log's; a prospective did not (it may hold records
+        # of its current epoch)
+        illegal_epoch = last_epoch > cand_epoch if pre_vote else last_epoch >= cand_epoch
+        if last_offset < 0 or last_epoch < 0 or illegal_epoch:
             return self._reply(VOTE, v, ErrorCode.invalid_request, vote_granted=False)
         err = self._validate_voter_only(cand, cand_epoch)
         if err is not None:
@@ -640,12 +790,12 @@ class RaftClient:
         end, our_epoch = self.log.end_offset_and_epoch()
         # OffsetAndEpoch.compareTo: epoch first, then offset.
         up_to_date = (last_epoch, last_offset) >= (our_epoch, end)
-        granted = cand != self.node_id and self.quorum.can_grant_vote(cand, up_to_date)
-        if granted and self.quorum.is_unattached_not_voted():
+        granted = cand != self.node_id and self.quorum.can_grant_vote(cand, up_to_date, pre_vote)
+        if granted and not pre_vote and self.quorum.is_unattached_not_voted():
             self.quorum.transition_to_unattached_voted(cand_epoch, cand, now)
             self._state_changed()
-        self.ev.log(f"raft: vote for {cand} in epoch {cand_epoch} ({last_epoch}:{last_offset} vs ours "
-                    f"{our_epoch}:{end}): {'granted' if granted else 'rejected'}")
+        self.ev.log(f"raft: {'pre-vote' if pre_vote else 'vote'} for {cand} in epoch {cand_epoch} "
+                    f"({last_epoch}:{last_offset} vs ours {our_epoch}:{end}): {'granted' if granted else 'rejected'}")
         return self._reply(VOTE, v, ErrorCode.none, vote_granted=granted)
 
     async def h_begin_quorum_epoch(self, header: Any, req: Any, peer: Peer) -> Any:
@@ -792,4 +942,5 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["DESCRIBE_QUORUM", "NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "write_json_atomic"]
+__all__ = ["DESCRIBE_QUORUM", "NO_LEADER", "NotLeader", "RAFT_APIS", "RaftClient", "RaftFatalError", "halt",
+           "write_json_atomic"]

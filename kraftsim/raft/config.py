@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftsim import features
 from kraftsim.properties import ConfigError, parse_properties
 
 _VOTER = re.compile(r"^(\d+)@([^:@\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
@@ -63,6 +64,11 @@ class QuorumConfig:
     request_timeout_ms: int = 2000
     retry_backoff_ms: int = 20
     fetch_max_wait_ms: int = 500  # KafkaRaftClient's fetchMaxWaitMs
+    #: software behaviour (kraftsim/features.py gate ``raft_fatal_fault``, Kafka 3.4.1+): an error
+    #: in the raft IO thread halts the process; before, the thread died and the process lived on
+    fatal_fault: bool = True
+    #: gate ``pre_vote`` (KIP-996, Kafka 4.0+): Prospective before Candidate, Vote v2 PreVote
+    pre_vote: bool = False
 
     @property
     def majority(self) -> int:
@@ -111,7 +117,12 @@ NODE_KEYS = {
     "node.id", "process.roles", "listeners", "metadata.log.dir", "cluster.id", "event.log", "pid.file",
     "controller.quorum.voters", "controller.quorum.bootstrap.servers", "log.segment.bytes",
     *QUORUM_KEYS, "raftnode.append.interval.ms", "raftnode.applied.file", "raftnode.status.file",
+    "kafka.version",
 }
+
+#: the standalone node's software version when none is given: the cluster's default
+#: (kraftsim/config.py metadata.version 4.1 → its release)
+DEFAULT_KAFKA_VERSION = "4.1.0"
 
 _LISTENER = re.compile(r"^([A-Z_]+)://([^:/\s]*):(\d{1,5})$")
 
@@ -170,6 +181,12 @@ def load_node_config(path: Path) -> NodeConfig:
         raise ConfigError(f"kraftsim: {path}: key 'listeners': NAME://HOST:PORT is wanted, e.g. CONTROLLER://127.0.0.1:9093")
     need("controller.quorum.voters")
     qc = quorum_config({k: v for k, v in raw.items() if k.startswith("controller.quorum.")}, str(path))
+    try:  # the software gates the raft layer reads (kraftsim/features.py)
+        kv = features.parse_kafka_version(raw.get("kafka.version") or DEFAULT_KAFKA_VERSION)
+    except ValueError as e:
+        raise ConfigError(f"kraftsim: {path}: key 'kafka.version': {e}") from None
+    qc.fatal_fault = features.software_gate("raft_fatal_fault", kv)
+    qc.pre_vote = features.software_gate("pre_vote", kv)
     if node_id not in qc.voters:
         raise ConfigError(f"kraftsim: {path}: key 'controller.quorum.voters': node.id {node_id} is not among the voters")
     opt = lambda k: Path(raw[k]) if raw.get(k) else None  # noqa: E731

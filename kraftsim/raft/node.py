@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftsim.events import EventLog
-from kraftsim.raft.client import RAFT_APIS, NotLeader, RaftClient, write_json_atomic
+from kraftsim.raft.client import NotLeader, RaftClient, write_json_atomic
 from kraftsim.raft.config import NodeConfig
 from kraftsim.raft.log import RaftLog
 from kraftsim.wire import Server
@@ -73,7 +73,7 @@ class RaftNode:
         self.client = client = RaftClient(cfg.node_id, cfg.cluster_id, cfg.host, cfg.quorum, log, self.ev,
                                           on_commit=self._on_commit)
         holder["c"] = client
-        server = Server(RAFT_APIS, client.handlers(), on_error=self.ev.log)
+        server = Server(client.api_versions(), client.handlers(), on_error=self.ev.log)
         await server.start(cfg.host, cfg.port)
         tasks = []
         if cfg.append_interval_ms > 0:

@@ -32,7 +32,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.events import EventLog
-from kraftsim.raft.client import FETCH, RAFT_APIS, NotLeader, RaftClient
+from kraftsim.raft.client import FETCH, NotLeader, RaftClient
 from kraftsim.raft.config import QuorumConfig
 from kraftsim.raft.log import CONTROL_FLAG, TOPIC, RaftLog
 from kraftsim.raft.states import Leader
@@ -117,6 +117,10 @@ class MetadataQuorum:
             raise NotLeader(self.leader_id, self.epoch)
         await self.raft.wait_committed(offset, self.active_epoch)
 
+    def written_records(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every data record in the log, committed or not (an active controller's own writes)."""
+        return [(o, r) for o, _, r in self.log.committed(0, self.log.end_offset)]
+
     def committed_records(self) -> list[tuple[int, dict[str, Any]]]:
         """Every committed data record, in order (what a renouncing controller reverts to)."""
         hw = self.raft.applied
@@ -125,11 +129,11 @@ class MetadataQuorum:
     # ---------------------------------------------------------------- listener
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
-        return dict(RAFT_APIS)
+        return self.raft.api_versions()
 
     def handlers(self) -> dict[int, Callable[[Any, Any, Peer], Any]]:
         h = self.raft.handlers()
-        h[FETCH] = self.h_fetch
+        h[FETCH] = self.raft.on_raft_thread(self.h_fetch)  # brokers' metadata Fetch too: KafkaRaftClient's
         return h
 
     async def h_fetch(self, header: Any, req: Any, peer: Peer) -> Any:

@@ -10,6 +10,9 @@ States (QuorumState.java class comment):
 - Leader(epoch, epoch start offset): replicates; high watermark = majority's end offset.
 - Follower(epoch, leader): fetches; times out into Candidate after ``fetch.timeout.ms``.
 - Resigned(epoch): a former leader telling voters (EndQuorumEpoch) before someone else is elected.
+- Prospective(epoch) (KIP-996 pre-vote, Kafka 4.0+): a voter that would stand for election asks
+  first (Vote with PreVote=true) without bumping the epoch or persisting anything; Candidate only
+  on a majority of pre-votes, else back to Follower (leader known) or Unattached.
 
 Every transition is written to the quorum-state file before it takes effect
 (QuorumState.durableTransitionTo).
@@ -33,14 +36,19 @@ class Unattached:
     voted_id: int = NOT_VOTED
     leader_id: int = NO_LEADER
     election_deadline: float = 0.0
+    #: carried over from the previous state (QuorumState passes ``state.highWatermark()`` on)
+    high_watermark: int | None = None
     name: str = "Unattached"
 
     def election(self, voters: frozenset[int]) -> ElectionState:
         return ElectionState(self.epoch, self.leader_id, self.voted_id, voters)
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
-        """UnattachedState.canGrantVote: the same candidate again, else only without a vote or a
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        """UnattachedState.canGrantVote (QuorumState.unattachedOrProspectiveCanGrantVote): a pre-vote
+        for an up-to-date log; a vote for the same candidate again, else only without a vote or a
         known leader, and only if the candidate's log is at least as up to date."""
+        if pre_vote:
+            return log_up_to_date
         if self.voted_id != NOT_VOTED:
             return self.voted_id == candidate
         if self.leader_id != NO_LEADER:
@@ -58,6 +66,7 @@ class Candidate:
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
     backoff_until: float | None = None
+    high_watermark: int | None = None
     name: str = "Candidate"
 
     def __post_init__(self) -> None:
@@ -81,8 +90,57 @@ class Candidate:
     def unrecorded_voters(self) -> set[int]:
         return set(self.voters) - self.granted - self.rejected
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
-        return False  # CandidateState.canGrantVote: it voted for itself
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        """CandidateState.canGrantVote: it voted for itself; a pre-vote for an up-to-date log is not
+        a vote and is granted (Kafka 4.0)."""
+        return pre_vote and log_up_to_date
+
+
+@dataclass
+class Prospective:
+    """ProspectiveState (KIP-996, Kafka 4.0): sends Vote with PreVote=true at its current epoch,
+    keeps the epoch, the leader it knew, the vote it gave and the high watermark; nothing is
+    persisted (QuorumState.transitionToProspective is a memory transition)."""
+    epoch: int
+    local_id: int
+    voters: frozenset[int]
+    retries: int
+    election_deadline: float
+    leader_id: int = NO_LEADER
+    voted_id: int = NOT_VOTED
+    high_watermark: int | None = None
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    name: str = "Prospective"
+
+    def __post_init__(self) -> None:
+        self.granted.add(self.local_id)  # EpochElection: its own pre-vote
+
+    def election(self, voters: frozenset[int]) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, self.voted_id, voters)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def is_vote_granted(self) -> bool:
+        return len(self.granted) >= self.majority
+
+    def is_vote_rejected(self) -> bool:
+        return len(self.voters) - len(self.rejected) < self.majority
+
+    def unrecorded_voters(self) -> set[int]:
+        return set(self.voters) - self.granted - self.rejected
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        """ProspectiveState.canGrantVote = unattachedOrProspectiveCanGrantVote."""
+        if pre_vote:
+            return log_up_to_date
+        if self.voted_id != NOT_VOTED:
+            return self.voted_id == candidate
+        if self.leader_id != NO_LEADER:
+            return False
+        return log_up_to_date
 
 
 @dataclass
@@ -135,8 +193,8 @@ class Leader:
     def election(self, voters: frozenset[int]) -> ElectionState:
         return ElectionState(self.epoch, self.local_id, NOT_VOTED, voters)
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
-        return False  # LeaderState.canGrantVote
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        return False  # LeaderState.canGrantVote (votes and pre-votes)
 
     def update_local_state(self, end_offset: int) -> bool:
         """LeaderState.updateLocalState: the leader's own flushed end offset counts."""
@@ -218,13 +276,36 @@ class Follower:
     leader_id: int
     fetch_deadline: float
     high_watermark: int | None = None
+    #: FollowerState.hasFetchedFromLeader: a successful Fetch since it became follower in this epoch
+    has_fetched_from_leader: bool = False
     name: str = "Follower"
 
     def election(self, voters: frozenset[int]) -> ElectionState:
         return ElectionState(self.epoch, self.leader_id, NOT_VOTED, voters)
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
-        return False  # FollowerState.canGrantVote: it has a leader in this epoch
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        """FollowerState.canGrantVote: never a vote (it has a leader in this epoch);
+        FollowerState.canGrantPreVote (Kafka 4.0): a pre-vote only if it has not fetched from its
+        leader yet in this epoch and the log is up to date - a voter the leader still reaches
+        keeps a healed, lagging voter from starting an election."""
+        return pre_vote and not self.has_fetched_from_leader and log_up_to_date
+
+    def update_high_watermark(self, new: int | None) -> bool:
+        """FollowerState.updateHighWatermark: never back to unknown, never negative, never lower
+        (IllegalArgumentException "Non-monotonic update of high watermark"); True if it moved."""
+        if new is None:
+            if self.high_watermark is not None:
+                raise ValueError(f"Attempt to overwrite current high watermark {self.high_watermark} with unknown value")
+            return False
+        if new < 0:
+            raise ValueError(f"Illegal negative ({new}) high watermark update")
+        if self.high_watermark is not None:
+            if self.high_watermark > new:
+                raise ValueError(f"Non-monotonic update of high watermark from {self.high_watermark} to {new}")
+            if self.high_watermark == new:
+                return False
+        self.high_watermark = new
+        return True
 
 
 @dataclass
@@ -239,11 +320,11 @@ class Resigned:
     def election(self, voters: frozenset[int]) -> ElectionState:
         return ElectionState(self.epoch, self.local_id, NOT_VOTED, voters)
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
         return False  # ResignedState.canGrantVote
 
 
-State = Unattached | Candidate | Leader | Follower | Resigned
+State = Unattached | Prospective | Candidate | Leader | Follower | Resigned
 
 
 class QuorumState:
@@ -281,7 +362,7 @@ class QuorumState:
             return self.local_id
         if isinstance(s, Follower):
             return s.leader_id
-        if isinstance(s, Unattached):
+        if isinstance(s, (Unattached, Prospective)):
             return s.leader_id
         return NO_LEADER
 
@@ -318,13 +399,16 @@ class QuorumState:
     # ---------------------------------------------------------------- transitions
 
     def transition_to_unattached(self, epoch: int, now: float) -> None:
-        """QuorumState.transitionToUnattached: only to a larger epoch; a candidate or unattached
-        node keeps its remaining election timeout."""
-        if epoch <= self.epoch:
-            raise ValueError(f"cannot go Unattached at epoch {epoch} from {self.state}")
+        """QuorumState.transitionToUnattached: to a larger epoch, or (pre-vote) in the same epoch
+        from Prospective, keeping the vote it gave; a candidate, unattached node or prospective whose
+        pre-vote was not rejected keeps its remaining election timeout."""
         s = self.state
-        deadline = s.election_deadline if isinstance(s, (Candidate, Unattached)) else now + self.random_election_timeout_s()
-        self._durable(Unattached(epoch, election_deadline=deadline))
+        if epoch < self.epoch or (epoch == self.epoch and not isinstance(s, Prospective)):
+            raise ValueError(f"cannot go Unattached at epoch {epoch} from {self.state}")
+        keep = isinstance(s, (Candidate, Unattached)) or (isinstance(s, Prospective) and not s.is_vote_rejected())
+        deadline = s.election_deadline if keep else now + self.random_election_timeout_s()
+        voted = s.voted_id if isinstance(s, Prospective) and epoch == s.epoch else NOT_VOTED
+        self._durable(Unattached(epoch, voted_id=voted, election_deadline=deadline, high_watermark=self.high_watermark))
 
     def transition_to_unattached_voted(self, epoch: int, candidate: int, now: float) -> None:
         """QuorumState.transitionToUnattachedVotedState: never for itself, never an older epoch,
@@ -333,7 +417,8 @@ class QuorumState:
             raise ValueError("cannot vote for itself through Unattached")
         if epoch < self.epoch or (epoch == self.epoch and not self.is_unattached_not_voted()):
             raise ValueError(f"cannot vote for {candidate} in epoch {epoch} from {self.state}")
-        self._durable(Unattached(epoch, voted_id=candidate, election_deadline=now + self.random_election_timeout_s()))
+        self._durable(Unattached(epoch, voted_id=candidate, election_deadline=now + self.random_election_timeout_s(),
+                                 high_watermark=self.high_watermark))
 
     def transition_to_follower(self, epoch: int, leader: int, now: float) -> None:
         """QuorumState.transitionToFollower: never itself, never an older epoch, and in the same
@@ -354,9 +439,25 @@ class QuorumState:
             raise ValueError("an observer cannot be a candidate")
         if isinstance(self.state, Leader):
             raise ValueError("a leader cannot become a candidate")
-        retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
+        s = self.state
+        retries = s.retries + 1 if isinstance(s, Candidate) else s.retries if isinstance(s, Prospective) else 1
         self._durable(Candidate(self.epoch + 1, self.local_id, self.voters, retries,
-                                now + self.random_election_timeout_s()))
+                                now + self.random_election_timeout_s(), high_watermark=self.high_watermark))
+
+    def transition_to_prospective(self, now: float) -> None:
+        """QuorumState.transitionToProspective (Kafka 4.0): a voter, not Leader or Prospective,
+        keeps epoch, known leader, given vote (a candidate's own) and high watermark; retries count
+        on from a candidacy; a memory transition - nothing changes in the quorum-state file."""
+        if not self.is_voter:
+            raise ValueError("an observer cannot be prospective")
+        s = self.state
+        if isinstance(s, (Leader, Prospective)):
+            raise ValueError(f"cannot become prospective from {s.name}")
+        retries = s.retries + 1 if isinstance(s, Candidate) else 1
+        voted = s.voted_id if isinstance(s, Unattached) else self.local_id if isinstance(s, Candidate) else NOT_VOTED
+        self.state = Prospective(self.epoch, self.local_id, self.voters, retries, now + self.random_election_timeout_s(),
+                                 leader_id=self.leader_id if not isinstance(s, Resigned) else NO_LEADER,
+                                 voted_id=voted, high_watermark=self.high_watermark)
 
     def transition_to_leader(self, epoch_start_offset: int, now: float) -> Leader:
         """QuorumState.transitionToLeader: only from a Candidate holding a majority of votes."""
@@ -381,10 +482,13 @@ class QuorumState:
         s = self.state
         return isinstance(s, Unattached) and s.voted_id == NOT_VOTED
 
-    def can_grant_vote(self, candidate: int, log_up_to_date: bool) -> bool:
-        return self.state.can_grant_vote(candidate, log_up_to_date)
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        return self.state.can_grant_vote(candidate, log_up_to_date, pre_vote)
 
     @property
     def high_watermark(self) -> int | None:
+        """EpochState.highWatermark: the leader's own; Follower, Unattached and Candidate carry the
+        one they came in with (QuorumState's transitions pass ``state.highWatermark()`` on, 3.3.0
+        through 3.9); Resigned has none (the EpochState default); a new leader starts without one."""
         s = self.state
-        return s.high_watermark if isinstance(s, (Leader, Follower)) else None
+        return s.high_watermark if isinstance(s, (Leader, Follower, Unattached, Candidate, Prospective)) else None

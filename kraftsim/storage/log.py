@@ -23,7 +23,7 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from . import records
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_dir
@@ -265,6 +265,7 @@ class PartitionLog:
         """
         with self._lock:
             buf = bytearray(batch)
+            updates: list[tuple[int, int, int, int, int, int]] = []
             next_offset = self.log_end_offset
             first_base = next_offset
             lasts: list[int] = []
@@ -277,8 +278,8 @@ class PartitionLog:
                 poss.append(h.position)
                 delta = h.last_offset - h.base_offset
                 if h.producer_id >= 0 and self._producers_built:
-                    self._producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                                h.base_sequence + delta, next_offset, next_offset + delta)
+                    updates.append((h.producer_id, h.producer_epoch, h.base_sequence,
+                                    h.base_sequence + delta, next_offset, next_offset + delta))
                 next_offset += delta + 1
                 lasts.append(next_offset - 1)
                 end = h.position + h.length
@@ -287,6 +288,7 @@ class PartitionLog:
             if self.epoch_cache.latest_epoch != leader_epoch:
                 self.epoch_cache.assign(leader_epoch, first_base)
             self._write(bytes(buf), lasts, poss)
+            self._update_producers(updates)  # after a roll's snapshot, as UnifiedLog.append does
             return first_base, lasts[-1]
 
     def append_as_follower(self, batches: bytes) -> int:
@@ -298,6 +300,7 @@ class PartitionLog:
             expected = self.log_end_offset
             lasts: list[int] = []
             poss: list[int] = []
+            updates: list[tuple[int, int, int, int, int, int]] = []
             end = 0
             for h in records.iter_batches(batches, 0, check_crc=True):
                 if not h.crc_valid:
@@ -308,9 +311,8 @@ class PartitionLog:
                 if h.partition_leader_epoch != self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
                 if h.producer_id >= 0 and self._producers_built:  # UnifiedLog.append(REPLICATION)
-                    self._producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                                h.base_sequence + h.last_offset - h.base_offset,
-                                                h.base_offset, h.last_offset)
+                    updates.append((h.producer_id, h.producer_epoch, h.base_sequence,
+                                    h.base_sequence + h.last_offset - h.base_offset, h.base_offset, h.last_offset))
                 lasts.append(h.last_offset)
                 poss.append(h.position)
                 expected = h.last_offset + 1
@@ -324,7 +326,12 @@ class PartitionLog:
             if not lasts:
                 return self.log_end_offset - 1
             self._write(bytes(memoryview(batches)[:end]), lasts, poss)
+            self._update_producers(updates)
             return lasts[-1]
+
+    def _update_producers(self, updates: list[tuple[int, int, int, int, int, int]]) -> None:
+        for u in updates:
+            self._producer_state.update(*u)
 
     def _write(self, data: bytes, lasts: list[int], poss: list[int]) -> None:
         seg = self.active
@@ -343,6 +350,8 @@ class PartitionLog:
         self.flush()
         old = self.active
         old.write_index()
+        if self._producers_built:  # UnifiedLog.roll → producerStateManager.takeSnapshot()
+            self._producer_state.take_snapshot(base_offset)
         new = Segment(self.dir, base_offset, create=True)
         self._add_segment(new)
         self._dir_dirty = True
@@ -469,6 +478,7 @@ class PartitionLog:
                 self._dir_dirty = True
                 old = self._log_start_offset
                 self._log_start_offset = self._bases[0]
+                self._producer_state.delete_snapshots_below(self._log_start_offset)
                 self._emit("local_log_start_advanced", from_offset=old, to_offset=self._log_start_offset,
                            reason=reason, segments_deleted=n)
             return n
@@ -492,6 +502,10 @@ class PartitionLog:
         with self._lock:
             old_leo = self.log_end_offset
             if offset >= old_leo:
+                # UnifiedLog.truncateTo: "Always truncate epoch cache since we may have a
+                # conflicting epoch entry at the end of the log from the leader" - a broker that
+                # became leader (entry (e, LEO)) but appended nothing
+                self.epoch_cache.truncate_from_end(old_leo)
                 return
             if offset < self._bases[0]:
                 self._truncate_fully(offset, reason=reason)
@@ -512,7 +526,8 @@ class PartitionLog:
         leo = self.log_end_offset
         self._recovery_point = min(self._recovery_point, leo)
         self.epoch_cache.truncate_from_end(leo)
-        self._producer_state.truncate(leo)
+        if self._producers_built:  # UnifiedLog.truncateTo → rebuildProducerState(targetOffset)
+            self._producer_state.truncate_and_reload(self._log_start_offset, leo, self._idempotent_batches)
         self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
 
     def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
@@ -547,15 +562,30 @@ class PartitionLog:
             if not self._producers_built:
                 ps = self._producer_state
                 ps.clear()
-                for seg in self._segments:
+                for i, seg in enumerate(self._segments):
+                    if i:  # the snapshot a roll would have taken here
+                        ps.take_snapshot(seg.base_offset)
                     if seg.size == 0:
                         continue
-                    for h in records.iter_batches(seg.read_all(), 0, check_crc=False):
-                        if h.producer_id >= 0:
-                            ps.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                      h.base_sequence + h.last_offset - h.base_offset, h.base_offset, h.last_offset)
+                    for u in self._segment_batches(seg, 0, self.log_end_offset):
+                        ps.update(*u)
                 self._producers_built = True
             return self._producer_state
+
+    @staticmethod
+    def _segment_batches(seg: Segment, start: int, end: int) -> Iterable[tuple[int, int, int, int, int, int]]:
+        for h in records.iter_batches(seg.read_all(), 0, check_crc=False):
+            if h.producer_id >= 0 and start <= h.base_offset < end:
+                yield (h.producer_id, h.producer_epoch, h.base_sequence,
+                       h.base_sequence + h.last_offset - h.base_offset, h.base_offset, h.last_offset)
+
+    def _idempotent_batches(self, start: int, end: int) -> Iterable[tuple[int, int, int, int, int, int]]:
+        """The idempotent batches of [start, end): what rebuildProducerState replays after a snapshot."""
+        for i, seg in enumerate(self._segments):
+            nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if (nxt is not None and nxt <= start) or seg.base_offset >= end or seg.size == 0:
+                continue
+            yield from self._segment_batches(seg, start, end)
 
     # ------------------------------------------------------------------ epoch cache
 

@@ -5,7 +5,8 @@
 - at completion: ``Partition.checkEnoughReplicasReachOffset`` answers once the HWM reached the
   batch: success only if effective min ISR ≤ |maximal ISR|, else NOT_ENOUGH_REPLICAS_AFTER_APPEND;
   below the HWM the request keeps waiting (DelayedProduce) — it is never failed early;
-- ``Partition.effectiveMinIsr`` = min(min.insync.replicas, replication factor).
+- ``Partition.effectiveMinIsr`` = min(min.insync.replicas, replication factor) from Kafka 3.7
+  (KAFKA-15583 edc7e10a745); before it the raw config counts, whatever the metadata.version.
 
 They drive a real, unstarted kraftsim broker (broker_harness.py) through its produce path.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.kraftsim.conformance.broker_harness import BrokerSim, batch
@@ -86,6 +88,21 @@ def test_effective_min_isr_is_capped_at_replication_factor(tmp_path):
         s.fetch(2, 1)
         return await task
     assert asyncio.run(go()) == (ErrorCode.none, 0)
+
+
+@pytest.mark.parametrize("settings", [{"metadata.version": "3.6"}, {"metadata.version": "3.4", "kafka.version": "3.6.2"}])
+def test_min_isr_above_replication_factor_refuses_acks_all_before_3_7(tmp_path, settings):
+    """ProducerFailureHandlingTest.testNotEnoughReplicas (up to 3.6; KAFKA-15583 removed it with
+    the cap): min.insync.replicas = RF + 1, acks=all -> NotEnoughReplicasException. Kafka 3.6's
+    ``Partition.appendRecordsToLeader`` compares the ISR with the raw config
+    (``val minIsr = leaderLog.config.minInSyncReplicas``) - a software rule, so 3.6.2 at
+    metadata.version 3.4 refuses too. RF 2, min.insync.replicas 3, ISR [1,2]."""
+    async def go() -> tuple[tuple[ErrorCode, int], int]:
+        s = BrokerSim(tmp_path, replicas=[1, 2], isr=[1, 2], min_isr=3, settings=settings)
+        out = await s.produce(batch(1), acks=-1, timeout=1.0)
+        return out, s.r.log.log_end_offset
+    out, leo = asyncio.run(go())
+    assert out == (ErrorCode.not_enough_replicas, -1) and leo == 0
 
 
 def test_acks_all_refused_before_append_below_min_isr(tmp_path):
