@@ -29,7 +29,7 @@ def _event(rd: Path, host: str, rec: dict, *, before: int = 0) -> None:
 def test_features_json_gates_by_metadata_version(tmp_path):
     _file(tmp_path, features_in_force({"metadata.version": "3.5-IV0"}))
     got = F.read(tmp_path)
-    assert got.source == "cluster/features.json" and got.versions == {"metadata.version": "3.5-IV0"}
+    assert got.source == "cluster/features.json" and got.versions == {"kafka.version": "3.5.0", "metadata.version": "3.5-IV0"}
     kip = got.gate("kip903")
     assert (kip.enabled, kip.kind, kip.because()) == (False, "protocol", "metadata.version=3.5-IV0")
     assert got.gate("elr").enabled is False
@@ -40,7 +40,7 @@ def test_an_override_key_is_named_as_what_decided(tmp_path):
     kip = F.read(tmp_path).gate("kip903")
     assert (kip.enabled, kip.kind, kip.because()) == (False, "override", "set by kip903.enabled")
     elr = F.read(tmp_path).gate("elr")
-    assert (elr.enabled, elr.kind, elr.because()) == (True, "protocol", "metadata.version=4.1-IV1")
+    assert (elr.enabled, elr.kind, elr.because()) == (True, "both", "metadata.version=4.1-IV1, kafka.version=4.1.0")
 
 
 def test_the_controllers_event_when_the_file_is_missing(tmp_path):
@@ -48,7 +48,7 @@ def test_the_controllers_event_when_the_file_is_missing(tmp_path):
     _event(tmp_path, "controller-2", features_in_force({"metadata.version": "3.5-IV1"}))
     got = F.read(tmp_path)
     assert got.source == "cluster-logs/controller-1/events.jsonl line 3"
-    assert got.gate("kip903").enabled is True and got.gate("kip903").because() == "metadata.version=3.5-IV1"
+    assert got.gate("kip903").enabled is True and got.gate("kip903").because() == "metadata.version=3.5-IV1, kafka.version=3.5.0"
 
 
 def test_the_file_wins_over_the_events(tmp_path):
