@@ -20,12 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from checkers.job import check_run
     from checkers.load import CheckerInputError
-    from checkers.verdict import exit_code
+    from checkers.outcome import EXIT_CONFIG, exit_code
     try:
         v = check_run(args.run_dir, spark_master=args.spark_master, expect=args.expect)
     except CheckerInputError as exc:
         print(f"checker: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     c = v["counts"]
     print(f"outcome={v['outcome']} valid={v['valid']} expected={v['expected']} as_expected={v['as_expected']} "
           f"acked_writes={v['acked_writes']} incidents={v['incidents']} lost_write={c['lost_write']} "

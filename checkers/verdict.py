@@ -18,14 +18,13 @@ from typing import Any
 
 from checkers import incidents
 from checkers.analysis import Analysis
+from checkers.outcome import EXIT_INCONCLUSIVE, exit_code  # noqa: F401 - the exit codes live in checkers/outcome.py
 from checkers.stories import mechanism_counts
 
 INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 
-#: exit codes of ``python -m checkers``, ``faultline check`` and ``faultline run`` (docs/architecture.md)
-EXIT_AS_EXPECTED, EXIT_UNEXPECTED, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 4
 #: partitions named in an inconclusive reason before "and N more"
 _NAMED = 10
 
@@ -65,13 +64,6 @@ def thin_evidence(acked: int, stats: list[dict[str, Any]]) -> list[str]:
     named = ", ".join(unread[:_NAMED]) + (f" and {len(unread) - _NAMED} more" if len(unread) > _NAMED else "")
     return [f"no complete read (final drain end) of {len(unread)} partition{'s' if len(unread) != 1 else ''} "
             f"with acknowledged writes: {named}"]
-
-
-def exit_code(verdict: dict[str, Any]) -> int:
-    """0 as expected, 1 not as expected, 4 inconclusive (too little evidence to tell)."""
-    if verdict.get("outcome") == "inconclusive":
-        return EXIT_INCONCLUSIVE
-    return EXIT_AS_EXPECTED if verdict.get("as_expected") else EXIT_UNEXPECTED
 
 
 def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = None) -> dict[str, Any]:

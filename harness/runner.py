@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, exit_code
 from harness.campaign import Campaign
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
@@ -410,8 +411,8 @@ class Runner:
         if infra is not None:
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)
-            return RunResult(self.run_dir, None, 2 if config_error else 3, infra)
-        return RunResult(self.run_dir, None, 0, "workload done")
+            return RunResult(self.run_dir, None, EXIT_CONFIG if config_error else EXIT_INFRA, infra)
+        return RunResult(self.run_dir, None, EXIT_OK, "workload done")
 
     def check_and_report(self) -> RunResult:
         """The checker (Spark) and the report, after the cluster is gone; kept out of
@@ -423,11 +424,11 @@ class Runner:
             verdict = check(self.run_dir, c.expect)
         except InfraError as e:
             self.write_run_json(error=str(e))
-            return RunResult(self.run_dir, None, 3, str(e))
+            return RunResult(self.run_dir, None, EXIT_INFRA, str(e))
         except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
             msg = f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (log: {self.run_dir / 'checker.log'})"
             self.write_run_json(error=msg)
-            return RunResult(self.run_dir, None, 3, msg)
+            return RunResult(self.run_dir, None, EXIT_INFRA, msg)
         self.phase("report")
         report(self.run_dir, self.notes)
         self.write_run_json(notes=self.notes)
@@ -439,9 +440,10 @@ def verdict_summary(verdict: dict[str, Any], expect: str) -> tuple[int, str]:
     msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
            f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
            f"expected {expect}: {'yes' if as_expected else 'NO'}")
-    if verdict.get("outcome") == "inconclusive":   # checkers/verdict.py: too little evidence, exit 4
-        return 4, msg + "; INCONCLUSIVE: " + "; ".join(verdict.get("inconclusive_because") or [])
-    return (0 if as_expected else 1), msg
+    code = exit_code(verdict)
+    if code == EXIT_INCONCLUSIVE:   # checkers/verdict.py: too little evidence
+        msg += "; INCONCLUSIVE: " + "; ".join(verdict.get("inconclusive_because") or [])
+    return code, msg
 
 
 @contextlib.contextmanager

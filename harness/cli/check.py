@@ -23,7 +23,7 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
     except Exception as e:  # noqa: BLE001
         raise Exit(EXIT_INFRA, f"checker unavailable: {one_line(e)}") from None
     from checkers.load import CheckerInputError
-    from checkers.verdict import exit_code
+    from checkers.outcome import exit_code
     from harness.runner import stderr_to
     try:
         with stderr_to(rd / "checker.log"):

@@ -18,9 +18,8 @@ import typer
 from rich.console import Console, RenderableType
 from rich.live import Live
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_UNEXPECTED  # noqa: F401 - the one owner
 from groundwork.config import ConfigError
-
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Jepsen-style fault injection for Kafka (KRaft): was any acknowledged acks=all write lost?")

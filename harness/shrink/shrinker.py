@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import yaml
 
+from checkers.outcome import EXIT_CONFIG, EXIT_OK, EXIT_UNEXPECTED
 from groundwork.config import ConfigError
 from harness.cluster import InfraError
 from harness.shrink.ddmin import Exhausted, ddmin, simplify
@@ -47,7 +48,8 @@ from harness.shrink.judge import Judge, acked_missing, mechanisms, primary, same
 from harness.shrink.schedule import (FaultStep, SourceRun, campaign_yaml, candidate_campaign, canon,
                                      extract_steps, read_jsonl, schedule_key)
 
-EXIT_SHRUNK, EXIT_NOT_REPRODUCIBLE, EXIT_REFUSED, EXIT_INFRA = 0, 1, 2, 3
+#: shrink's outcomes in the project's exit codes: shrunk, the loss never came back, nothing to shrink
+EXIT_SHRUNK, EXIT_NOT_REPRODUCIBLE, EXIT_REFUSED = EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG
 
 
 @dataclass
@@ -253,9 +255,9 @@ class Shrinker:
                     err = None
             rec: dict[str, Any] = {"type": "replay", "key": key, "salt": self.salt, "i": i, "seed": seed,
                                    "rc": rc, "run_dir": str(rd) if rd else None}
-            if rc == 0 and rd is not None:
+            if rc == EXIT_OK and rd is not None:
                 break
-            if rc == 2:
+            if rc == EXIT_CONFIG:
                 raise Refused(f"{cand}: the replay refused its campaign: {(err or self._last_line(logs / f'{key}-{i}.log'))}")
             if err and str(err).startswith("schedule:"):
                 # the cluster never reached the state a step needs (no leader to select):

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from checkers.outcome import EXIT_INFRA, EXIT_OK, EXIT_UNEXPECTED
 from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, Cell, Judgement, SuiteSpec, judge
 
 LOG = "suite-log.jsonl"
 SPEC = "suite.json"
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
 
 
 class SuiteInterrupted(BaseException):
