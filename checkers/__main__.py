@@ -1,4 +1,4 @@
-"""CLI: ``python -m checkers RUN_DIR [--spark-master URL] [--expect no-loss|loss]``.
+"""CLI: ``python -m checkers RUN_DIR [--spark-master URL] [--expect no-loss|loss|loss-allowed]``.
 
 Also the ``spark-submit`` entry point (``spark-submit checkers/__main__.py RUN_DIR`` with the
 repo on PYTHONPATH or shipped via ``--py-files``). Exit codes: 0 as expected, 1 not as expected,
@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from checkers.outcome import EXPECTS
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m checkers", description="Check a faultline run directory.")
     ap.add_argument("run_dir")
     ap.add_argument("--spark-master", default=None, help="e.g. spark://127.0.0.1:7077 (default local[2])")
-    ap.add_argument("--expect", choices=("no-loss", "loss"), default=None,
+    ap.add_argument("--expect", choices=EXPECTS, default=None,
                     help="override run.json's expect")
     args = ap.parse_args(argv)
     from checkers.job import check_run

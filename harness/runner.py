@@ -189,7 +189,7 @@ class Runner:
         self.run_json.update({
             "run_id": self.run_id, "campaign": c.name, "campaign_path": str(c.path),
             "inventory": str(c.inventory_path), "target": c.inventory_path.stem, "seed": c.seed,
-            "wall_at_t0": self.clock.wall_at_t0, "expect": c.expect,
+            "wall_at_t0": self.clock.wall_at_t0, **c.expectation.to_json(),
             "switches": {str(k): v for k, v in c.settings.items()},
             # the topic as created: the checker's min-ISR invariant reads min_insync_replicas here
             "topic": {"name": c.topic.name, "partitions": c.topic.partitions,
@@ -432,18 +432,17 @@ class Runner:
         self.phase("report")
         report(self.run_dir, self.notes)
         self.write_run_json(notes=self.notes)
-        return RunResult(self.run_dir, verdict, *verdict_summary(verdict, c.expect))
+        return RunResult(self.run_dir, verdict, *verdict_summary(verdict))
 
 
-def verdict_summary(verdict: dict[str, Any], expect: str) -> tuple[int, str]:
-    as_expected = bool(verdict.get("as_expected"))
+def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
+    """The exit code and one line for a checked run, as the checker decided (checkers/outcome.py)."""
+    code = exit_code(verdict)
     msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
            f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
-           f"expected {expect}: {'yes' if as_expected else 'NO'}")
-    code = exit_code(verdict)
-    if code == EXIT_INCONCLUSIVE:   # checkers/verdict.py: too little evidence
-        msg += "; INCONCLUSIVE: " + "; ".join(verdict.get("inconclusive_because") or [])
-    return code, msg
+           f"expected {verdict.get('expected', '?')}: "
+           f"{'yes' if code == EXIT_OK else 'INCONCLUSIVE' if code == EXIT_INCONCLUSIVE else 'NO'}")
+    return code, f"{msg}; {verdict['outcome_reason']}" if verdict.get("outcome_reason") else msg
 
 
 @contextlib.contextmanager

@@ -7,17 +7,18 @@ from typing import Optional
 
 import typer
 
+from checkers.outcome import EXPECTS
 from groundwork.config import ConfigError
 from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, Exit, one_line, out, run_dir_arg
 
 
 def check(results_dir: Path = typer.Argument(..., help="a run directory (results/<run>)"),
-          expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss (default: run.json)"),
+          expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss | loss-allowed (default: run.json)"),
           spark_master: Optional[str] = typer.Option(None, "--spark-master", help="Spark master URL (default local)")) -> None:
     """Check a run's histories again; writes verdict.json and prints the verdict."""
     rd = run_dir_arg(results_dir)
-    if expect is not None and expect not in ("no-loss", "loss"):
-        raise ConfigError(None, "--expect", f"expected no-loss or loss, got {expect!r}")
+    if expect is not None and expect not in EXPECTS:
+        raise ConfigError(None, "--expect", f"expected one of {', '.join(EXPECTS)}, got {expect!r}")
     try:
         from checkers.job import check_run
     except Exception as e:  # noqa: BLE001
@@ -41,6 +42,8 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
               f"incidents: {v.get('incidents')}  anomalies: {nonzero or 'none'}", markup=False)
     for why in v.get("inconclusive_because") or []:
         out.print(f"inconclusive: {why}", markup=False)
+    if v.get("outcome") != "inconclusive" and v.get("outcome_reason"):
+        out.print(f"because: {v['outcome_reason']}", markup=False)
     for s in v.get("stories") or []:
         out.print(f"{s['topic']}@{s['partition']}: {s['mechanism']} - {s['lost']['count']} lost", markup=False)
     out.print(str(rd / "verdict.json"))

@@ -33,10 +33,30 @@ from pathlib import Path
 from typing import Any, Callable
 
 from checkers.outcome import EXIT_INFRA, EXIT_OK, EXIT_UNEXPECTED
-from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, Cell, Judgement, SuiteSpec, judge
+from checkers import outcome
+from harness.suite.spec import Cell, SuiteSpec
 
 LOG = "suite-log.jsonl"
 SPEC = "suite.json"
+
+#: a cell's outcome: the verdict's (read, never judged again here), or ``error`` when the run or
+#: the checker failed; only ``as-expected`` is a pass. Spelled as suite logs always spelled them.
+AS_EXPECTED, UNEXPECTED, INCONCLUSIVE, ERROR = "as-expected", "unexpected", "inconclusive", "error"
+CELL_OUTCOME = {outcome.AS_EXPECTED: AS_EXPECTED, outcome.UNEXPECTED: UNEXPECTED, outcome.INCONCLUSIVE: INCONCLUSIVE}
+
+
+def cell_result(verdict: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
+    """What the suite records of a cell's verdict: its outcome and one-line reason as the
+    checker decided them (verdict ``outcome``, ``outcome_reason``), and the figures the index shows."""
+    if error is not None or verdict is None:
+        return {"outcome": ERROR, "reason": error or "no verdict", "label": "", "lost": None, "acked": None,
+                "mechanisms": {}}
+    allowed = verdict.get("allowed_by") or []
+    return {"outcome": CELL_OUTCOME.get(str(verdict.get("outcome")), ERROR),
+            "reason": str(verdict.get("outcome_reason") or f"verdict outcome {verdict.get('outcome')!r}"),
+            "label": f"allowed by configuration ({', '.join(allowed)})" if allowed else "",
+            "lost": int((verdict.get("counts") or {}).get("lost_write") or 0), "acked": verdict.get("acked_writes"),
+            "mechanisms": {str(k): int(n) for k, n in (verdict.get("mechanisms") or {}).items()}}
 
 
 class SuiteInterrupted(BaseException):
@@ -274,7 +294,7 @@ class SuiteRunner:
             spark = self._session()
             self.progress.phase = "checking"
             with stderr_to(run_dir / "checker.log"):
-                verdict = check_run(run_dir, spark=spark, expect="no-loss" if cell.expect == "no-loss" else "loss")
+                verdict = check_run(run_dir, spark=spark)   # the cell's expectation is in run.json
         except Exception as e:  # noqa: BLE001 - a checker failure is infrastructure, one line
             return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", notes
         self.progress.phase = "report"
@@ -291,6 +311,12 @@ class SuiteRunner:
         self.progress.current, self.progress.phase = cell.id, "running"
         self.progress.cell_started = time.monotonic()
         code, run_dir, last_err = self._run_child(cell)
+        return self.finish_cell(cell, code, run_dir, last_err, t0)
+
+    def finish_cell(self, cell: Cell, code: int, run_dir: Path | None, last_err: str, t0: float) -> dict[str, Any]:
+        """After the cell's run exited with ``code``: check it (its verdict.json, report.html
+        and junit.xml judge the cell's own expectation, carried in run.json) and record in the
+        suite log what the verdict decided."""
         verdict: dict[str, Any] | None = None
         notes: list[str] = []
         error: str | None = None
@@ -298,14 +324,11 @@ class SuiteRunner:
             verdict, error, notes = self._check(run_dir, cell)
         else:
             error = f"run exited {code}: {last_err or 'see ' + str(self.cells_dir / f'{cell.index:03d}.log')}"
-        errors = send_errors(run_dir) if run_dir else {}
-        j = judge(cell.expect, verdict, allowed_by=cell.allowed_by, error=error,
-                  require_errors=cell.require_errors, errors_seen=errors)
-        rec = {"event": "cell_finished", "cell": cell.id, "index": cell.index, "outcome": j.outcome,
-               "reason": j.reason, "label": j.label, "lost": j.lost, "acked": j.acked, "mechanisms": j.mechanisms,
+        rec = {"event": "cell_finished", "cell": cell.id, "index": cell.index, **cell_result(verdict, error),
                "expect": cell.expect, "run_exit": code, "run_dir": str(run_dir) if run_dir else None,
                "duration_s": round(time.time() - t0, 1), "notes": notes,
-               "availability": availability(run_dir) if run_dir else None, "send_errors": errors}
+               "availability": availability(run_dir) if run_dir else None,
+               "send_errors": (verdict or {}).get("send_errors") or {}}
         append(self.log, rec)
         return rec
 
@@ -400,21 +423,3 @@ def availability(run_dir: Path | None) -> dict[str, Any] | None:
     span = range(min(ok_by_s), max(ok_by_s) + 1)
     return {"seconds": len(span), "seconds_without_ack": sum(1 for x in span if not ok_by_s.get(x)),
             "failed": fail, "indeterminate": info}
-
-
-def send_errors(run_dir: Path) -> dict[str, int]:
-    """Sends that ended ``fail``/``info`` per error name, from the producers' histories
-    (docs/history-format.md); a torn last line is skipped."""
-    counts: dict[str, int] = {}
-    for f in sorted((run_dir / "history").glob("producer-*.jsonl")):
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"fail"' not in line and '"info"' not in line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if r.get("type") in ("fail", "info") and r.get("f") == "send" and r.get("error"):
-                    counts[str(r["error"])] = counts.get(str(r["error"]), 0) + 1
-    return counts
