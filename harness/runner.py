@@ -16,19 +16,18 @@ by `faultline heal` or the next `faultline run` from the ledger.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.outcome import EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, exit_code
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_OK
 from harness.campaign import Campaign
+from harness.check import check_and_report
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
@@ -417,69 +416,11 @@ class Runner:
     def check_and_report(self) -> RunResult:
         """The checker (Spark) and the report, after the cluster is gone; kept out of
         :meth:`run` so the CLI can stop its live display first (Spark's JVM logs go to
-        ``RUN/checker.log``, not the terminal)."""
-        c = self.camp
-        self.phase("check")
-        try:
-            verdict = check(self.run_dir, c.expect)
-        except InfraError as e:
-            self.write_run_json(error=str(e))
-            return RunResult(self.run_dir, None, EXIT_INFRA, str(e))
-        except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
-            msg = f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (log: {self.run_dir / 'checker.log'})"
-            self.write_run_json(error=msg)
-            return RunResult(self.run_dir, None, EXIT_INFRA, msg)
-        self.phase("report")
-        report(self.run_dir, self.notes)
+        ``RUN/checker.log``, not the terminal). :func:`harness.check.check_and_report`."""
+        checked = check_and_report(self.run_dir, phase=self.phase)
+        if checked.verdict is None:
+            self.write_run_json(error=checked.message)
+            return RunResult(self.run_dir, None, checked.code, checked.message)
+        self.notes += checked.notes
         self.write_run_json(notes=self.notes)
-        return RunResult(self.run_dir, verdict, *verdict_summary(verdict))
-
-
-def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
-    """The exit code and one line for a checked run, as the checker decided (checkers/outcome.py)."""
-    code = exit_code(verdict)
-    msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
-           f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
-           f"expected {verdict.get('expected', '?')}: "
-           f"{'yes' if code == EXIT_OK else 'INCONCLUSIVE' if code == EXIT_INCONCLUSIVE else 'NO'}")
-    return code, f"{msg}; {verdict['outcome_reason']}" if verdict.get("outcome_reason") else msg
-
-
-@contextlib.contextmanager
-def stderr_to(path: Path):  # noqa: ANN201
-    """Point file descriptor 2 at ``path`` for a while: the Spark JVM the checker starts
-    inherits it, so its log4j chatter lands in the run directory instead of the terminal."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
-def check(run_dir: Path, expect: str | None = None) -> dict[str, Any]:
-    """Run the checker (Spark); any failure of the checker itself is infrastructure."""
-    try:
-        from checkers.job import check_run
-    except Exception as e:  # noqa: BLE001
-        raise InfraError(f"checker unavailable: {type(e).__name__}: {e}") from None
-    with stderr_to(Path(run_dir) / "checker.log"):
-        return check_run(run_dir, expect=expect)
-
-
-def report(run_dir: Path, notes: list[str]) -> None:
-    try:
-        from harness.report import write_junit, write_report
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"report unavailable: {type(e).__name__}: {e}")
-        return
-    for fn in (write_report, write_junit):
-        try:
-            fn(run_dir)
-        except Exception as e:  # noqa: BLE001
-            notes.append(f"{fn.__name__}: {type(e).__name__}: {e}")
+        return RunResult(self.run_dir, checked.verdict, checked.code, checked.message)

@@ -174,7 +174,12 @@ class Shrinker:
                 raise Refused(f"{self.run_dir}: refusing to shrink a run that lost no acknowledged writes "
                               "(its final drain read back every acknowledged write)")
             self.progress.phase = "judging the source run"
-            verdict = self.judge.verdict(self.run_dir, expect=None)
+            checked = self.judge.check(self.run_dir, expect=None, report=True)   # as `faultline check` would
+            if checked.verdict is None:
+                if checked.code == EXIT_CONFIG:   # its history is unreadable: nothing to shrink
+                    raise Refused(checked.message)
+                raise InfraError(checked.message)
+            verdict = checked.verdict
         mech = mechanisms(verdict)
         lost = int((verdict.get("counts") or {}).get("lost_write", 0) or 0)
         if not lost or not mech:
@@ -276,10 +281,7 @@ class Shrinker:
             rec.update(lost=0, mechanisms={}, outcome="no-loss")
         else:
             self.progress.replay = f"judging {rd.name}"  # type: ignore[union-attr]
-            try:
-                v = self.judge.verdict(rd)  # type: ignore[arg-type]
-            except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
-                raise InfraError(f"checker failed on {rd}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+            v = self.judge.verdict(rd)  # type: ignore[arg-type]   # InfraError when the checker fails
             mech = mechanisms(v)
             rec.update(lost=int((v.get("counts") or {}).get("lost_write", 0) or 0), mechanisms=mech,
                        outcome="loss" if mech else "no-loss")

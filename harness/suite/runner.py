@@ -212,7 +212,7 @@ class SuiteRunner:
     # -- one cell ----------------------------------------------------------------------------------
     def _start_session(self) -> None:
         from checkers.session import make_session
-        from harness.runner import stderr_to
+        from harness.check import stderr_to
 
         # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
         with stderr_to(self.dir / "checker.log"):
@@ -285,26 +285,17 @@ class SuiteRunner:
                 pass
             ch.wait()
 
-    def _check(self, run_dir: Path, cell: Cell) -> tuple[dict[str, Any] | None, str | None, list[str]]:
-        from harness.runner import stderr_to
+    def _check(self, run_dir: Path) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+        """check_and_report in the suite's one Spark session: (verdict, error, notes)."""
+        from harness.check import check_and_report
 
-        notes: list[str] = []
         try:
-            from checkers.job import check_run
             spark = self._session()
-            self.progress.phase = "checking"
-            with stderr_to(run_dir / "checker.log"):
-                verdict = check_run(run_dir, spark=spark)   # the cell's expectation is in run.json
-        except Exception as e:  # noqa: BLE001 - a checker failure is infrastructure, one line
-            return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", notes
-        self.progress.phase = "report"
-        try:
-            from harness.report import write_junit, write_report
-            write_report(run_dir)
-            write_junit(run_dir)
-        except Exception as e:  # noqa: BLE001 - the verdict stands without the page
-            notes.append(f"report: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        return verdict, None, notes
+        except Exception as e:  # noqa: BLE001 - no Spark is a checker failure: infrastructure, one line
+            return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", []
+        checked = check_and_report(run_dir, spark=spark,   # the cell's expectation is in run.json
+                                   phase=lambda name: setattr(self.progress, "phase", name))
+        return checked.verdict, None if checked.verdict is not None else checked.message, checked.notes
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
         t0 = time.time()
@@ -321,7 +312,7 @@ class SuiteRunner:
         notes: list[str] = []
         error: str | None = None
         if code == EXIT_OK and run_dir is not None:
-            verdict, error, notes = self._check(run_dir, cell)
+            verdict, error, notes = self._check(run_dir)
         else:
             error = f"run exited {code}: {last_err or 'see ' + str(self.cells_dir / f'{cell.index:03d}.log')}"
         rec = {"event": "cell_finished", "cell": cell.id, "index": cell.index, **cell_result(verdict, error),

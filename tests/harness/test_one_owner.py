@@ -1,7 +1,9 @@
-"""Exit codes have one owner, checkers/outcome.py; every other module reads them there.
+"""Facts with one owner, read from the source with :mod:`ast`:
 
-Read from the source with :mod:`ast`: any assignment of an integer literal to an ``EXIT_*``
-name outside checkers/outcome.py is a second definition that can drift (there were five).
+* exit codes: checkers/outcome.py; any assignment of an integer literal to an ``EXIT_*`` name
+  elsewhere is a second definition that can drift (there were five);
+* checking a run and writing its report: harness/check.py (``check_and_report``); run, check,
+  suite and shrink each had their own copy of calling the checker.
 """
 from __future__ import annotations
 
@@ -38,3 +40,11 @@ def test_exit_codes_are_defined_only_in_checkers_outcome() -> None:
     assert (outcome.EXIT_OK, outcome.EXIT_UNEXPECTED, outcome.EXIT_CONFIG, outcome.EXIT_INFRA,
             outcome.EXIT_INCONCLUSIVE) == (0, 1, 2, 3, 4)
     assert len(_literal_exit_bindings(OWNER)) == 5
+
+
+def test_only_harness_check_calls_the_checker() -> None:
+    from tests.test_import_rules import imports_of
+
+    callers = sorted(str(p.relative_to(REPO)) for p in (REPO / "harness").rglob("*.py") if "__pycache__" not in p.parts
+                     for _, name in imports_of(REPO, p) if name == "checkers.job")
+    assert callers == ["harness/check.py"]
