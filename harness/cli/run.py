@@ -35,10 +35,10 @@ def run(campaign: Path = typer.Argument(..., help="campaign YAML file"),
                                          "the histories and logs and writes no verdict (`faultline check RUN` later)")) -> None:
     """Run a campaign; the last line printed is the run directory (holding verdict.json).
 
-    ``--no-check`` ends the run once histories and cluster logs are collected: no Spark, no
-    verdict.json, no report. Why: a benchmark or a loop of runs pays the checker's JVM start
-    once for all of them (``checkers.job.check_run(run, spark=session)``) instead of once per
-    run, and the time of the fault-injection run alone is what it measures."""
+    ``--no-check`` ends the run once the histories and cluster logs are collected: no Spark, no
+    verdict.json, no report; ``faultline check RUN`` checks it later. A loop of runs or a
+    benchmark then starts the checker's JVM once for all of them, and times the
+    fault-injection run alone."""
     from harness.campaign import load_campaign
     from harness.cluster import InfraError
     from harness.heal import OwnedLedger, heal_all
