@@ -18,9 +18,9 @@ inconclusive (too little evidence, a part of the checker that failed, too few fa
 is one more entry in :attr:`Evidence.thin` or :attr:`Evidence.unjudgeable`, so every reader
 gets it at once.
 
-**Exit codes**: every program of the project exits with these codes, and reads them from here: ``faultline``
-(run, check, report, shrink, suite, heal, docker), ``python -m checkers``, ``python -m
-harness.report`` and ``python -m harness.probe`` (docs/architecture.md, "The CLI"). Why here,
+**Exit codes**: every program of the project exits with these codes, read from here:
+``faultline`` (run, check, report, shrink, suite, heal, docker), ``python -m checkers``,
+``python -m harness.report`` and ``python -m harness.probe`` (docs/architecture.md, "The CLI"). Why here,
 in ``checkers/``: the checker's own command line cannot import the harness (it runs on Spark
 workers without it, docs/architecture.md "Floors"), while the harness may import the checker;
 so the one owner stands on the lower floor. Standard library only, so reading an exit code
