@@ -245,7 +245,7 @@ def run_line(r: dict[str, Any]) -> str:
 def check_all(rows: list[dict[str, Any]], log: Path) -> None:
     from checkers.job import check_run
     from checkers.session import make_session
-    from harness.runner import stderr_to
+    from harness.check import stderr_to
 
     todo = [r for r in rows if r.get("run_dir") and Path(r["run_dir"], "history").is_dir()]
     if not todo:

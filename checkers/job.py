@@ -31,6 +31,7 @@ from checkers.ingest import PartitionFiles, partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.min_isr import MinIsrRule, replication_factor, rule_in_force
 from checkers.replicas import ReplicaLogs, replica_logs
+from checkers.outcome import EXPECTS
 from checkers.session import make_session
 from checkers.verdict import build_verdict, pkey
 
@@ -284,12 +285,12 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
               write_tables: bool = True, families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Check one run directory; write verdict.json, anomalies/, aggregates/; return the verdict.
 
-    ``expect`` ("no-loss" | "loss") defaults to run.json's ``expect``. A given ``spark`` session
+    ``expect`` ("no-loss" | "loss" | "loss-allowed") defaults to run.json's ``expect``. A given ``spark`` session
     is used and left running (tests share one); otherwise one is made and stopped here.
     ``families``: the anomaly families to run (checkers/families.py; tests plant a failing one).
     """
-    if expect is not None and expect not in ("no-loss", "loss"):
-        raise CheckerInputError(f"--expect {expect!r}: want 'no-loss' or 'loss'")
+    if expect is not None and expect not in EXPECTS:
+        raise CheckerInputError(f"--expect {expect!r}: want one of {', '.join(EXPECTS)}")
     rd = Path(run_dir)
     precheck(rd)
     own = spark is None
@@ -300,7 +301,7 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
         inputs = load_run(session, rd)
         warm.join()
         an = analyze(session, inputs, families)
-        verdict = build_verdict(an, inputs.run, expect=expect)
+        verdict = build_verdict(an, inputs.run, expect=expect, run_dir=rd)
         verdict["checker"] = {"spark_master": session.sparkContext.master, "spark_version": session.version,
                               "duration_s": None, "history_files": len(inputs.history_files),
                               "ingest": an.extra.get("ingest"), "kernel": an.extra.get("kernel"),

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from checkers import kafkalog
 from checkers.features import NO_RECORD, FeaturesInForce, read as read_features
 from checkers.ingest import IngestResult, Split, convert_split, ingest
+from checkers.outcome import Expectation
 from workloads import history as H
 
 #: The small logs' fields and their kinds (docs/history-format.md, common.md). Read on the driver:
@@ -146,9 +147,10 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
         raise CheckerInputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); want the run.json object") from None
     if not isinstance(data, dict):
         raise CheckerInputError(f"{path}: top level is {type(data).__name__}; want a JSON object")
-    expect = data.get("expect")
-    if expect is not None and expect not in ("no-loss", "loss"):
-        raise CheckerInputError(f"{path}: field 'expect' is {expect!r}; want 'no-loss' or 'loss'")
+    try:
+        Expectation.from_run(data)   # expect, allowed_by, require_errors (checkers/outcome.py)
+    except ValueError as exc:
+        raise CheckerInputError(f"{path}: {exc}") from None
     w0 = data.get("wall_at_t0")
     if w0 is not None and not isinstance(w0, (int, float)):
         raise CheckerInputError(f"{path}: field 'wall_at_t0' is {w0!r}; want seconds since the epoch (a number)")

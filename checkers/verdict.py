@@ -6,30 +6,32 @@ shows Kafka broke a promise does; ``unseen_at_end`` (availability) and
 only breaks a promise when the producer was idempotent (``enable.idempotence``, Kafka's default
 since 3.0, is assumed on unless run.json's switches say false).
 
-The outcome says what the run proved (docs/anomalies.md §outcome): a run that found what it
-looked for, or broke a promise, is conclusive; a run that found nothing is only a pass when it
-tested something - at least one acknowledged write, and a complete read (the final drain's end)
-of every partition that had acknowledged writes. Otherwise it is *inconclusive*, with the reason,
-and has its own exit code (:data:`EXIT_INCONCLUSIVE`): a run that wrote nothing must never pass.
+Whether the run met its expectation (no-loss, loss, loss-allowed, require_errors) is not decided
+here: this module gathers the evidence (:class:`checkers.outcome.Evidence`: counts, validity,
+loss stories, send errors, and :func:`thin_evidence` - a run that found nothing is only a pass
+when it tested something: at least one acknowledged write, and a complete read of every partition
+that had acknowledged writes) and writes what :func:`checkers.outcome.decide` decides
+(docs/anomalies.md §outcome) into the verdict, once, for every reader.
 
 Each anomaly family runs check-safe (checkers/families.py); the families' answers merge as
 Jepsen's merge-valid (:func:`validity`), and a family that raised turns a run that found nothing
-into an inconclusive one naming it (:func:`failure_reasons`).
+into an inconclusive one naming it (:func:`failure_reasons`): one more :attr:`Evidence.thin` reason.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from checkers import incidents
 from checkers.analysis import Analysis
+from checkers.outcome import EXIT_INCONCLUSIVE, Evidence, Expectation, decide, exit_code  # noqa: F401 - exit codes: checkers/outcome.py
 from checkers.stories import mechanism_counts
+from workloads.history import send_errors
 
 INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 
-#: exit codes of ``python -m checkers``, ``faultline check`` and ``faultline run`` (docs/architecture.md)
-EXIT_AS_EXPECTED, EXIT_UNEXPECTED, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 4
 #: partitions named in an inconclusive reason before "and N more"
 _NAMED = 10
 
@@ -86,7 +88,7 @@ def failure_reasons(failures: list[dict[str, Any]], expected: str) -> list[str]:
     """The inconclusive reasons family failures give a run that found nothing: under ``loss``
     only a failure of the family that counts lost writes (the others cannot hide a loss);
     under ``no-loss`` every failure (any family could have found what breaks a promise)."""
-    if expected == "loss":
+    if expected != "no-loss":
         failures = [f for f in failures if "lost_write" in f.get("anomalies", [])]
     out = []
     for f in failures:
@@ -97,29 +99,22 @@ def failure_reasons(failures: list[dict[str, Any]], expected: str) -> list[str]:
     return out
 
 
-def exit_code(verdict: dict[str, Any]) -> int:
-    """0 as expected, 1 not as expected, 4 inconclusive (too little evidence to tell)."""
-    if verdict.get("outcome") == "inconclusive":
-        return EXIT_INCONCLUSIVE
-    return EXIT_AS_EXPECTED if verdict.get("as_expected") else EXIT_UNEXPECTED
-
-
-def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = None) -> dict[str, Any]:
+def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = None,
+                  run_dir: Path | None = None) -> dict[str, Any]:
+    """verdict.json from what the check found; ``expect`` overrides run.json's kind of
+    expectation, ``run_dir`` is where the histories are (send errors, when required)."""
     counts = dict(an.counts)
     bad = invalidating(counts, run)
     valid = not bad
-    expected = expect or run.get("expect") or "no-loss"
-    if expected == "loss":
-        as_expected = counts["lost_write"] > 0
-    else:
-        as_expected = valid and counts["lost_write"] == 0
-    # found what it looked for (or a broken promise) is conclusive; finding nothing needs evidence
-    found_nothing = (expected == "no-loss" and as_expected) or (expected == "loss" and not as_expected)
-    thin = thin_evidence(an.acked_writes, an.stats) if found_nothing else []
+    exp = Expectation.from_run(run, expect=expect)
+    stories = list(an.extra.get("stories") or [])
+    errors = send_errors(run_dir) if exp.require_errors and run_dir is not None else {}
     # a family that raised leaves a run that found nothing without an answer (docs/verdict-format.md)
-    thin += failure_reasons(an.family_failures, expected) if found_nothing else []
+    thin = thin_evidence(an.acked_writes, an.stats) + failure_reasons(an.family_failures, exp.expect)
+    decided = decide(exp, Evidence(lost=int(counts["lost_write"]), acked=an.acked_writes, valid=valid,
+                                   invalid_because=bad, counts=counts, stories=stories, send_errors=errors,
+                                   thin=thin)).to_verdict(exp)
     merged = validity(bad, an.family_failures)
-    outcome = "inconclusive" if thin else ("as_expected" if as_expected else "unexpected")
     n_incidents, by_kind = incidents.headline(an.extra.get("incidents") or {}, counts, bad)
     by_part = {pkey(r["topic"], r["partition"]): int(r["lost"]) for r in an.stats if r.get("lost")}
     lost_rows = an.examples("lost_write", ATTRIBUTIONS)
@@ -127,10 +122,10 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
     attribution_cols = [c for c in ("topic", "partition", "offset", "value", "process", "ack_t", "miss_t", "miss_by",
                                     "lost_because", "faults", "elections", "isr_changes", "alter_partition",
                                     "broker_events", "removed_by", "attribution") if c in names]
-    stories = list(an.extra.get("stories") or [])
     return {
-        "outcome": outcome,
-        "inconclusive_because": thin,
+        "outcome": decided["outcome"],
+        "outcome_reason": decided["outcome_reason"],
+        "inconclusive_because": decided["inconclusive_because"],
         "valid": merged == "valid",
         "validity": merged,
         "family_failures": list(an.family_failures),
@@ -142,8 +137,12 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
         "history_records": an.history_records,
         "bad_lines": an.bad_lines,
         "torn_lines": an.torn_lines,
-        "expected": expected,
-        "as_expected": as_expected and not thin,
+        "expected": decided["expected"],
+        "expectation": decided["expectation"],
+        "as_expected": decided["as_expected"],
+        "expectations": decided["expectations"],
+        "allowed_by": decided["allowed_by"],
+        **({"send_errors": errors} if exp.require_errors else {}),
         "run_id": run.get("run_id"),
         "mechanisms": mechanism_counts(stories),
         "stories": stories,

@@ -18,16 +18,17 @@ from typing import Any
 
 import yaml
 
+from checkers.outcome import EXPECTS, LOSS_ALLOWED, Expectation
 from groundwork.config import ConfigError, Validator, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
 
-TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "seed")
+TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "allowed_by",
+            "require_errors", "seed")
 TARGET_KEYS = ("inventory", "settings", "controllers")
 TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
                  "recovery_timeout", "value_bytes", "request_timeout")
-EXPECT = ("no-loss", "loss")
 
 
 @dataclass
@@ -63,10 +64,15 @@ class Campaign:
     topic: TopicSpec
     workload: WorkloadSpec
     schedule: Schedule
-    expect: str
+    expectation: Expectation
     seed: int
     raw: dict[str, Any] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
+
+    @property
+    def expect(self) -> str:
+        """The kind of expectation: no-loss | loss | loss-allowed."""
+        return self.expectation.expect
 
     def resolved_yaml(self) -> str:
         """The campaign as run: overrides applied, seed fixed, inventory path absolute."""
@@ -191,7 +197,11 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
         request_timeout=c.number(w.get("request_timeout", dw.request_timeout), "workload.request_timeout", positive=True),
     )
 
-    expect = c.string(doc.get("expect", "no-loss"), "expect", choices=EXPECT)
+    expect = c.string(doc.get("expect", "no-loss"), "expect", choices=EXPECTS)
+    # allowed_by is read only with loss-allowed, so `--set expect=no-loss` needs nothing else
+    allowed_by = c.string(doc["allowed_by"], "allowed_by") if doc.get("allowed_by") is not None else None
+    require = c.str_list(doc["require_errors"], "require_errors", min_len=1) if doc.get("require_errors") is not None else []
+    expectation = Expectation(expect, allowed_by if expect == LOSS_ALLOWED else None, tuple(require))
     host_names = None if inventory.embedded else set(inventory.hosts)
     schedule = parse_schedule(c, doc.get("nemesis"), "nemesis", partitions=topic.partitions,
                               host_names=host_names, embedded_brokers=brokers if inventory.embedded else None)
@@ -202,4 +212,4 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
         seed = c.integer(doc["seed"], "seed", min=0) if doc.get("seed") is not None else random.SystemRandom().randrange(1, 2**31)
     return Campaign(path=path.resolve(), name=name, inventory_path=inv_path, inventory=inventory,
                     settings={**inventory.kraftsim_settings, **settings}, topic=topic, workload=workload,
-                    schedule=schedule, expect=expect, seed=seed, raw=doc, overrides=overrides)
+                    schedule=schedule, expectation=expectation, seed=seed, raw=doc, overrides=overrides)

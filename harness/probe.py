@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_OK
 from groundwork.config import ConfigError
 from harness.inventory import HostSpec, Inventory, load_inventory
 from groundwork.transport.base import Transport, TransportError
 
-EXIT_OK, EXIT_CONFIG, EXIT_INFRA = 0, 2, 3
 
 
 def transport_for(inv: Inventory, spec: HostSpec) -> Transport:

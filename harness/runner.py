@@ -16,18 +16,18 @@ by `faultline heal` or the next `faultline run` from the ledger.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_OK
 from harness.campaign import Campaign
+from harness.check import check_and_report
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
 from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
@@ -188,7 +188,7 @@ class Runner:
         self.run_json.update({
             "run_id": self.run_id, "campaign": c.name, "campaign_path": str(c.path),
             "inventory": str(c.inventory_path), "target": c.inventory_path.stem, "seed": c.seed,
-            "wall_at_t0": self.clock.wall_at_t0, "expect": c.expect,
+            "wall_at_t0": self.clock.wall_at_t0, **c.expectation.to_json(),
             "switches": {str(k): v for k, v in c.settings.items()},
             # the topic as created: the checker's min-ISR invariant reads min_insync_replicas here
             "topic": {"name": c.topic.name, "partitions": c.topic.partitions,
@@ -412,75 +412,17 @@ class Runner:
         if infra is not None:
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)
-            return RunResult(self.run_dir, None, 2 if config_error else 3, infra)
-        return RunResult(self.run_dir, None, 0, "workload done")
+            return RunResult(self.run_dir, None, EXIT_CONFIG if config_error else EXIT_INFRA, infra)
+        return RunResult(self.run_dir, None, EXIT_OK, "workload done")
 
     def check_and_report(self) -> RunResult:
         """The checker (Spark) and the report, after the cluster is gone; kept out of
         :meth:`run` so the CLI can stop its live display first (Spark's JVM logs go to
-        ``RUN/checker.log``, not the terminal)."""
-        c = self.camp
-        self.phase("check")
-        try:
-            verdict = check(self.run_dir, c.expect)
-        except InfraError as e:
-            self.write_run_json(error=str(e))
-            return RunResult(self.run_dir, None, 3, str(e))
-        except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
-            msg = f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (log: {self.run_dir / 'checker.log'})"
-            self.write_run_json(error=msg)
-            return RunResult(self.run_dir, None, 3, msg)
-        self.phase("report")
-        report(self.run_dir, self.notes)
+        ``RUN/checker.log``, not the terminal). :func:`harness.check.check_and_report`."""
+        checked = check_and_report(self.run_dir, phase=self.phase)
+        if checked.verdict is None:
+            self.write_run_json(error=checked.message)
+            return RunResult(self.run_dir, None, checked.code, checked.message)
+        self.notes += checked.notes
         self.write_run_json(notes=self.notes)
-        return RunResult(self.run_dir, verdict, *verdict_summary(verdict, c.expect))
-
-
-def verdict_summary(verdict: dict[str, Any], expect: str) -> tuple[int, str]:
-    as_expected = bool(verdict.get("as_expected"))
-    msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
-           f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
-           f"expected {expect}: {'yes' if as_expected else 'NO'}")
-    if verdict.get("outcome") == "inconclusive":   # checkers/verdict.py: too little evidence, exit 4
-        return 4, msg + "; INCONCLUSIVE: " + "; ".join(verdict.get("inconclusive_because") or [])
-    return (0 if as_expected else 1), msg
-
-
-@contextlib.contextmanager
-def stderr_to(path: Path):  # noqa: ANN201
-    """Point file descriptor 2 at ``path`` for a while: the Spark JVM the checker starts
-    inherits it, so its log4j chatter lands in the run directory instead of the terminal."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
-def check(run_dir: Path, expect: str | None = None) -> dict[str, Any]:
-    """Run the checker (Spark); any failure of the checker itself is infrastructure."""
-    try:
-        from checkers.job import check_run
-    except Exception as e:  # noqa: BLE001
-        raise InfraError(f"checker unavailable: {type(e).__name__}: {e}") from None
-    with stderr_to(Path(run_dir) / "checker.log"):
-        return check_run(run_dir, expect=expect)
-
-
-def report(run_dir: Path, notes: list[str]) -> None:
-    try:
-        from harness.report import write_junit, write_report
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"report unavailable: {type(e).__name__}: {e}")
-        return
-    for fn in (write_report, write_junit):
-        try:
-            fn(run_dir)
-        except Exception as e:  # noqa: BLE001
-            notes.append(f"{fn.__name__}: {type(e).__name__}: {e}")
+        return RunResult(self.run_dir, checked.verdict, checked.code, checked.message)

@@ -205,3 +205,22 @@ def acked_missing_from_drain(run_dir: Path) -> int | None:
                 elif fn == "drain-end":
                     ended = True
     return len(acked - drained) if ended else None
+
+
+def send_errors(run_dir: Path) -> dict[str, int]:
+    """Sends that ended ``fail``/``info``, per Kafka error name, straight from the producers'
+    histories (a torn last line is skipped): whether a campaign reached the state it tests,
+    e.g. NOT_ENOUGH_REPLICAS below min ISR (an expectation's ``require_errors``)."""
+    counts: dict[str, int] = {}
+    for f in sorted((Path(run_dir) / "history").glob("producer-*.jsonl")):
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"fail"' not in line and '"info"' not in line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("type") in ("fail", "info") and r.get("f") == "send" and r.get("error"):
+                    counts[str(r["error"])] = counts.get(str(r["error"]), 0) + 1
+    return counts

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from groundwork.config import ConfigError
 from harness.cli import check, heal, info, preflight, prune, run, shrink, suite
-from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, app, err, one_line, out
+from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, app, err, one_line, out, tidy_help
 
 for _command in (run, check, heal, info, shrink, suite, preflight, prune):
     _command.register(app)
@@ -40,6 +40,7 @@ def _mount_docker() -> None:
 
 
 _mount_docker()
+tidy_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
-"""``faultline check RUN`` (the checker again, verdict.json) and ``faultline report RUN``
-(report.html and junit.xml from a checked run's files)."""
+"""``faultline check RUN`` (the checker again: verdict.json, then the report from it, as a
+run does) and ``faultline report RUN`` (report.html and junit.xml from a checked run's files)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,33 +7,26 @@ from typing import Optional
 
 import typer
 
+from checkers.outcome import EXPECTS
 from groundwork.config import ConfigError
-from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, Exit, one_line, out, run_dir_arg
+from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, Exit, err, one_line, out, run_dir_arg
 
 
 def check(results_dir: Path = typer.Argument(..., help="a run directory (results/<run>)"),
-          expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss (default: run.json)"),
+          expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss | loss-allowed (default: run.json)"),
           spark_master: Optional[str] = typer.Option(None, "--spark-master", help="Spark master URL (default local)")) -> None:
-    """Check a run's histories again; writes verdict.json and prints the verdict."""
+    """Check a run's histories again; writes verdict.json, report.html and junit.xml and prints the verdict."""
     rd = run_dir_arg(results_dir)
-    if expect is not None and expect not in ("no-loss", "loss"):
-        raise ConfigError(None, "--expect", f"expected no-loss or loss, got {expect!r}")
-    try:
-        from checkers.job import check_run
-    except Exception as e:  # noqa: BLE001
-        raise Exit(EXIT_INFRA, f"checker unavailable: {one_line(e)}") from None
-    from checkers.load import CheckerInputError
-    from checkers.verdict import exit_code
-    from harness.runner import stderr_to
-    try:
-        with stderr_to(rd / "checker.log"):
-            v = check_run(rd, spark_master=spark_master, expect=expect)
-    except CheckerInputError as e:   # unreadable input: the checker's own one line (file, field, want)
-        raise Exit(EXIT_CONFIG, one_line(e)) from None
-    except (ValueError, FileNotFoundError) as e:
-        raise Exit(EXIT_CONFIG, f"{rd}: {one_line(e)}") from None
-    except Exception as e:  # noqa: BLE001
-        raise Exit(EXIT_INFRA, f"{rd}: checker failed: {one_line(e)}") from None
+    if expect is not None and expect not in EXPECTS:
+        raise ConfigError(None, "--expect", f"expected one of {', '.join(EXPECTS)}, got {expect!r}")
+    from harness.check import check_and_report
+
+    checked = check_and_report(rd, spark_master=spark_master, expect=expect)
+    if checked.verdict is None:
+        raise Exit(checked.code, checked.message)
+    v = checked.verdict
+    for n in checked.notes:
+        err.print(f"note: {n}", markup=False)
     counts = v.get("counts") or {}
     nonzero = ", ".join(f"{k}={n}" for k, n in counts.items() if n)
     out.print(f"outcome: {v.get('outcome')}  valid: {str(bool(v.get('valid'))).lower()}  expected: {v.get('expected')}  "
@@ -41,10 +34,12 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
               f"incidents: {v.get('incidents')}  anomalies: {nonzero or 'none'}", markup=False)
     for why in v.get("inconclusive_because") or []:
         out.print(f"inconclusive: {why}", markup=False)
+    if v.get("outcome") != "inconclusive" and v.get("outcome_reason"):
+        out.print(f"because: {v['outcome_reason']}", markup=False)
     for s in v.get("stories") or []:
         out.print(f"{s['topic']}@{s['partition']}: {s['mechanism']} - {s['lost']['count']} lost", markup=False)
     out.print(str(rd / "verdict.json"))
-    raise Exit(exit_code(v))
+    raise Exit(checked.code)
 
 
 def report(results_dir: Path = typer.Argument(..., help="a run directory with verdict.json")) -> None:

@@ -10,6 +10,7 @@ and under ``python -m`` the top-level module ran a second time as ``__main__`` w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 from pathlib import Path
 from typing import Callable, Iterator
@@ -18,9 +19,8 @@ import typer
 from rich.console import Console, RenderableType
 from rich.live import Live
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_UNEXPECTED  # noqa: F401 - the one owner
 from groundwork.config import ConfigError
-
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Jepsen-style fault injection for Kafka (KRaft): was any acknowledged acks=all write lost?")
@@ -36,6 +36,30 @@ class Exit(Exception):
     def __init__(self, code: int, message: str = ""):
         self.code, self.message = code, message
         super().__init__(message)
+
+
+def help_text(doc: str | None) -> str | None:
+    """A docstring as the terminal should show it: paragraphs kept, the line breaks inside a
+    paragraph dropped, ``literals`` as `literals`. Why: typer's rich markup mode keeps a
+    single line break it finds in help text (in the command list, and in every paragraph but
+    the first of a command's own help), so a docstring wrapped at the source's 100 columns broke
+    mid-sentence in an 80-column terminal; rich wraps the joined text to the terminal instead."""
+    if not doc:
+        return doc
+    paragraphs = [" ".join(line.strip() for line in p.splitlines()) for p in inspect.cleandoc(doc).split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p).replace("``", "`")
+
+
+def tidy_help(app: typer.Typer) -> None:
+    """Give every command (and sub-app) of ``app`` its :func:`help_text`."""
+    app.info.help = help_text(app.info.help) if isinstance(app.info.help, str) else app.info.help
+    for info in app.registered_commands:
+        info.help = help_text(info.help if isinstance(info.help, str) else getattr(info.callback, "__doc__", None))
+    for group in app.registered_groups:
+        if isinstance(group.help, str):
+            group.help = help_text(group.help)
+        if group.typer_instance is not None:
+            tidy_help(group.typer_instance)
 
 
 def one_line(e: BaseException) -> str:

@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA
 from harness.docker import image as docker_image
 
 docker_app = typer.Typer(help="Docker targets: build the kraftsim image from a locally made base.",
@@ -42,7 +43,7 @@ def build_image(
                                    wheels_dir=wheels, base_image=base_image, rebuild_image=rebuild)
     except docker_image.ImageBuildError as e:
         typer.echo(f"faultline docker build-image: {e}", err=True)
-        raise SystemExit(3)
+        raise SystemExit(EXIT_INFRA)
     base_note = f"built in {r.base_seconds:.0f}s" if r.base_built else "cached"
     image_note = f"built in {r.image_seconds:.0f}s" if r.image_built else "up to date"
     typer.echo(f"base {r.base_tag} ({base_note}); image {r.image_tag} ({image_note})", err=True)
@@ -56,7 +57,7 @@ def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
         return load_inventory(inventory)
     except ConfigError as e:
         typer.echo(f"faultline docker: error: {e}", err=True)
-        raise SystemExit(2)
+        raise SystemExit(EXIT_CONFIG)
 
 
 @docker_app.command("up")
@@ -71,7 +72,7 @@ def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inven
         made = docker_cluster.up(inv, start=start)
     except (docker_cluster.DockerClusterError, TransportError) as e:
         typer.echo(f"faultline docker up: {e}", err=True)
-        raise SystemExit(getattr(e, "exit_code", 3))
+        raise SystemExit(getattr(e, "exit_code", EXIT_INFRA))
     plan = docker_cluster.plan_of(inv)
     for name, t in made.items():
         typer.echo(f"{name}: container {t.selector} at {inv.hosts[name].address} on {plan.network} ({plan.subnet})")
@@ -87,7 +88,7 @@ def down(inventory: str = typer.Argument(..., help="the docker inventory given t
         n = docker_cluster.down(inv)
     except (docker_cluster.DockerClusterError, TransportError) as e:
         typer.echo(f"faultline docker down: {e}", err=True)
-        raise SystemExit(getattr(e, "exit_code", 3))
+        raise SystemExit(getattr(e, "exit_code", EXIT_INFRA))
     typer.echo(f"removed {n} container(s) of {inventory}")
 
 

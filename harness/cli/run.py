@@ -39,10 +39,10 @@ def run(ctx: typer.Context,
         wait_timeout: Optional[float] = typer.Option(None, "--wait-timeout", help="with --wait: give up (exit 3) after this many seconds")) -> None:
     """Run a campaign; the last line printed is the run directory (holding verdict.json).
 
-    ``--no-check`` ends the run once histories and cluster logs are collected: no Spark, no
-    verdict.json, no report. Why: a benchmark or a loop of runs pays the checker's JVM start
-    once for all of them (``checkers.job.check_run(run, spark=session)``) instead of once per
-    run, and the time of the fault-injection run alone is what it measures.
+    ``--no-check`` ends the run once the histories and cluster logs are collected: no Spark, no
+    verdict.json, no report; ``faultline check RUN`` checks it later. A loop of runs or a
+    benchmark then starts the checker's JVM once for all of them, and times the
+    fault-injection run alone.
 
     A run on a lab takes the lab's lock (harness/lock.py) before anything else, so a second run
     on the same hosts never heals this one's faults as leftovers, and gives it back once its own

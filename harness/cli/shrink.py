@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
-from harness.cli.common import EXIT_INFRA, Exit, err, live_progress, out
+from harness.cli.common import EXIT_INFRA, EXIT_OK, Exit, err, live_progress, out
 
 
 def _line(p: Any) -> Text:
@@ -71,12 +71,12 @@ def shrink(run_dir: Path = typer.Argument(..., help="a run directory that lost a
             sh.abort()
             heal_all(Ledger())
             raise Exit(EXIT_INFRA, f"{e}") from None
-    if res.code == 0:
+    if res.code == EXIT_OK:
         out.print(res.message, markup=False)
         if res.page:
             err.print(f"page: {res.page}", markup=False)
         print(str(res.out), flush=True)
-    raise Exit(res.code, "" if res.code == 0 else res.message)
+    raise Exit(res.code, "" if res.code == EXIT_OK else res.message)
 
 
 def register(app: typer.Typer) -> None:

@@ -35,6 +35,7 @@ import docker
 import docker.errors
 import docker.types
 
+from checkers.outcome import EXIT_CONFIG, EXIT_INFRA
 from harness.docker.image import IMAGE_TAG
 from harness.inventory import HostSpec, Inventory
 from groundwork.transport.base import CommandFailed, TransportError
@@ -48,12 +49,12 @@ DEFAULT_CONFIG = "/etc/kraftsim/server.properties"
 
 class DockerClusterError(RuntimeError):
     """One line saying which host/var is wrong or what the engine refused."""
-    exit_code = 3
+    exit_code = EXIT_INFRA
 
 
 class DockerInventoryError(DockerClusterError):
     """The inventory cannot describe a Docker cluster (a config error: exit code 2)."""
-    exit_code = 2
+    exit_code = EXIT_CONFIG
 
 
 @dataclass

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from checkers.outcome import EXIT_CONFIG, EXIT_OK
 from harness.report import ReportInputError, write_index, write_junit, write_report
 
 
@@ -27,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(write_index(root))
     except ReportInputError as e:
         print(f"faultline report: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_CONFIG
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import pandas as pd
 
 from harness.report import jinja
 from harness.report.errors import ReportInputError
-from harness.report.inputs import _load_json_object, _validate_run, _validate_verdict
+from checkers.outcome import AS_EXPECTED, INCONCLUSIVE, UNEXPECTED
+from harness.report.inputs import _load_json_object, _validate_run, _validate_verdict, verdict_outcome
 
 
 def _row(run_dir: Path) -> dict[str, Any]:
@@ -39,14 +40,12 @@ def _row(run_dir: Path) -> dict[str, Any]:
             _validate_verdict(vpath, v)
             lost = int(v["counts"].get("lost_write", 0))
             row["lost"] = lost
-            as_exp = v.get("as_expected")
-            if as_exp is None and row["expect"] in ("no-loss", "loss"):
-                as_exp = (lost == 0) == (row["expect"] == "no-loss")
-            row["verdict"] = ("loss" if lost else "no loss") + \
-                ("" if as_exp is None else (" (as expected)" if as_exp else " — UNEXPECTED"))
-            row["state"] = "unknown" if as_exp is None else ("expected" if as_exp else "unexpected")
-            if v.get("outcome") == "inconclusive":   # too little evidence: neither a pass nor a failure
-                row["verdict"], row["state"] = ("loss" if lost else "no loss") + " — INCONCLUSIVE", "unknown"
+            # the checker's decision (checkers/outcome.py), read as report.html reads it
+            outcome = verdict_outcome(v)
+            row["verdict"] = ("loss" if lost else "no loss") + {
+                AS_EXPECTED: " (as expected)", UNEXPECTED: " — UNEXPECTED",
+                INCONCLUSIVE: " — INCONCLUSIVE"}.get(outcome, "")   # inconclusive: neither a pass nor a failure
+            row["state"] = {AS_EXPECTED: "expected", UNEXPECTED: "unexpected"}.get(outcome, "unknown")
             row["expect"] = v.get("expected") or row["expect"]
     except ReportInputError as e:
         row["problem"] = str(e)

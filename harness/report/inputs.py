@@ -27,6 +27,7 @@ import yaml
 
 from checkers import kafkalog
 from checkers.attribution import fault_intervals
+from checkers.outcome import AS_EXPECTED, EXPECTS, INCONCLUSIVE, UNEXPECTED
 from harness.report.errors import ReportInputError
 from workloads.history import ReadStats, read_jsonl
 
@@ -62,6 +63,17 @@ class RunData:
     @property
     def run_id(self) -> str:
         return str(self.run.get("run_id") or self.run_dir.name)
+
+
+def verdict_outcome(v: dict[str, Any] | None) -> str | None:
+    """The checker's decision as verdict.json records it (``outcome``: as_expected, unexpected,
+    inconclusive; checkers/outcome.py), or None when there is none. Read, never judged again:
+    every page and file of the report shows this one. A verdict written before ``outcome``
+    existed is read by its ``as_expected``."""
+    v = v or {}
+    if v.get("outcome") in (AS_EXPECTED, UNEXPECTED, INCONCLUSIVE):
+        return str(v["outcome"])
+    return {True: AS_EXPECTED, False: UNEXPECTED}.get(v.get("as_expected"))
 
 
 # ---------------------------------------------------------------- small checkers
@@ -103,8 +115,8 @@ def _validate_run(path: Path, run: dict[str, Any]) -> None:
     _check(path, run, "switches", (dict,), "an object of target settings")
     _check(path, run, "command", (str,), "the exact re-run command line as a string")
     _check(path, run, "target_version", (str,), "a string such as 'kraftsim 0.1'")
-    if run.get("expect") is not None and run["expect"] not in ("no-loss", "loss"):
-        raise ReportInputError(path, "expect", f"'no-loss' or 'loss', got {run['expect']!r}")
+    if run.get("expect") is not None and run["expect"] not in EXPECTS:
+        raise ReportInputError(path, "expect", f"one of {', '.join(EXPECTS)}, got {run['expect']!r}")
 
 
 def _validate_verdict(path: Path, v: dict[str, Any]) -> None:

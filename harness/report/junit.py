@@ -5,15 +5,15 @@ failed test with the lost-write summary as its message, next to the run's own te
 with the standard library (harness/report/junit_xml.py, the schema Jenkins reads) so a
 runtime install needs no test extra; the tests parse it with junitparser.
 
-Expectations: a campaign states ``expect: no-loss | loss`` (docs/campaigns.md), and the
-checker's ``as_expected`` (checkers/verdict.py) reads it as: *loss* — the known-bad control
-lost acknowledged writes; *no-loss* — no lost write **and** a valid history. So a ``loss``
-campaign has one case (``lost acknowledged writes: expect loss``) and a ``no-loss`` campaign
-two (``lost acknowledged writes: expect no-loss``; ``history valid: …`` failing with the
-anomalies in ``invalid_because``). Some case fails exactly when the verdict is not as
-expected. When verdict.json lists ``expectations`` (each with a name and whether it held),
-each becomes its own case instead. A run without a verdict is an *error* case: the run
-produced no answer, which is neither a pass nor an expected failure.
+Expectations: a campaign states ``expect: no-loss | loss | loss-allowed`` (and maybe
+``require_errors``, docs/campaigns.md); the checker judges each part once
+(checkers/outcome.py) and lists them in verdict.json ``expectations``: a ``loss`` campaign has
+one (``lost acknowledged writes: expect loss``), a ``no-loss`` campaign two (``lost
+acknowledged writes: expect no-loss``; ``history valid: …`` failing with the anomalies in
+``invalid_because``), a ``loss-allowed`` campaign one that fails when a loss story names no
+setting that permits it, and ``require_errors`` one more. Each becomes a test case, failing
+exactly when that part did not hold; this module only reads them. A run without a verdict is
+an *error* case, and so is an inconclusive one: neither a pass nor an expected failure.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from checkers.outcome import INCONCLUSIVE, UNEXPECTED
 from harness.report import junit_xml as jx
-from harness.report.inputs import RunData, load_run, read_evidence
+from harness.report.inputs import RunData, load_run, read_evidence, verdict_outcome
 from harness.report.render import expectation
 from harness.report.tables import lost_writes_table
 
@@ -65,50 +66,45 @@ def lost_write_summary(data: RunData, limit: int = MAX_LOST_IN_SUMMARY) -> str:
 
 
 def expectations(data: RunData) -> list[Expectation]:
+    """The test cases: the parts of the expectation the checker judged (verdict.json
+    ``expectations``, checkers/outcome.py), each failing exactly when it did not hold - read,
+    never judged again here, so JUnit says what report.html and the suite index say."""
     v = data.verdict
     if v is None:
         return [Expectation("verdict", None, "the checker wrote no verdict.json for this run")]
+    exp = expectation(data)
+    if exp["outcome"] == "inconclusive":
+        # too little evidence (checkers/outcome.py): neither a pass nor an unexpected verdict
+        why = "; ".join(exp["inconclusive_because"]) or "the checker gave no reason"
+        return [Expectation(f"lost acknowledged writes: expect {exp['expect'] or 'no-loss'}", None,
+                            f"INCONCLUSIVE: {why}", why + _rerun(data))]
     listed = v.get("expectations")
     if isinstance(listed, list) and listed and all(isinstance(e, dict) and "name" in e for e in listed):
         out = []
         for e in listed:
             ok = e.get("ok", e.get("as_expected"))
             msg = str(e.get("message") or f"expected {e.get('expected')}, found {e.get('actual')}")
-            details = lost_write_summary(data) if not ok and "lost" in str(e["name"]) else ""
-            out.append(Expectation(str(e["name"]), None if ok is None else bool(ok), msg, details))
+            kind = e.get("kind") or ("loss" if "lost" in str(e["name"]) else "")
+            out.append(Expectation(str(e["name"]), None if ok is None else bool(ok), msg,
+                                   "" if ok else _failure_details(data, kind, exp)))
         return out
-    exp = expectation(data)
-    if exp["outcome"] == "inconclusive":
-        # too little evidence (checkers/verdict.py): neither a pass nor an unexpected verdict
-        why = "; ".join(exp["inconclusive_because"]) or "the checker gave no reason"
-        return [Expectation(f"lost acknowledged writes: expect {exp['expect'] or 'no-loss'}", None,
-                            f"INCONCLUSIVE: {why}", why + _rerun(data))]
-    lost, want = exp["lost"], exp["expect"] or "no-loss"
-    found = f"{lost} lost acknowledged write{'s' if lost != 1 else ''} of " \
-            f"{exp['acked'] if exp['acked'] is not None else '?'} acknowledged"
-    name = f"lost acknowledged writes: expect {want}"
-    if want == "loss":
-        # a known-bad control: it passes when it reproduces the loss, whatever else broke
-        if lost:
-            return [Expectation(name, True, f"expected loss; {found}")]
-        return [Expectation(name, False, f"EXPECTED LOSS NOT REPRODUCED: campaign expects loss; {found}",
-                            "the known-bad control did not lose writes: the fault did not bite or the "
-                            "checker missed it" + _rerun(data))]
-    out = [Expectation(name, True, f"expected no-loss; {found}") if lost == 0 else
-           Expectation(name, False, f"UNEXPECTED LOSS: expected no-loss; {found}", lost_write_summary(data))]
-    # no-loss also promises a valid history: the checker's as_expected is "valid and no loss"
-    others = [a for a in exp["invalid_because"] if a != "lost_write"]
-    if exp["valid"] is False and not exp["invalid_because"]:
-        others = ["(the checker gave no reason)"]
-    counts = exp["counts"]
-    if others:
-        listed = ", ".join(f"{a}={counts.get(a, '?')}" for a in others)
-        out.append(Expectation("history valid: no other anomaly breaks a Kafka promise", False,
-                               f"UNEXPECTED ANOMALIES: {listed}", _examples(data, others) + _rerun(data)))
-    else:
-        out.append(Expectation("history valid: no other anomaly breaks a Kafka promise", True,
-                               "no anomaly besides lost writes invalidates the history"))
-    return out
+    # a verdict written before the checker listed its expectations: one case, its outcome
+    return [Expectation(f"verdict as expected: expect {exp['expect'] or 'no-loss'}", exp["as_expected"],
+                        exp["reason"] or f"the checker's verdict says outcome={exp['outcome']}",
+                        lost_write_summary(data) if exp["lost"] else _rerun(data).lstrip("\n"))]
+
+
+def _failure_details(data: RunData, kind: str, exp: dict) -> str:
+    """The evidence a CI reader needs under a failed case."""
+    if kind == "loss" and exp["lost"]:
+        return lost_write_summary(data)
+    if kind == "loss":
+        return ("the known-bad control did not lose writes: the fault did not bite or the checker missed it"
+                + _rerun(data))
+    if kind == "validity":
+        others = [a for a in exp["invalid_because"] if a != "lost_write"]
+        return _examples(data, others) + _rerun(data)
+    return _rerun(data).lstrip("\n")
 
 
 def _rerun(data: RunData) -> str:
@@ -131,17 +127,20 @@ def build_suite(data: RunData) -> jx.Suite:
     run = data.run
     campaign = str(run.get("campaign") or (data.campaign or {}).get("name") or "campaign")
     suite = jx.Suite(f"faultline.{campaign}")
-    for key in ("run_id", "target", "target_version", "seed", "command", "expect"):
+    for key in ("run_id", "target", "target_version", "seed", "command", "expect", "allowed_by"):
         if run.get(key) is not None:
             suite.properties.append((key, str(run[key])))
+    if run.get("require_errors"):
+        suite.properties.append(("require_errors", ",".join(map(str, run["require_errors"]))))
     for k, val in sorted((run.get("switches") or {}).items()):
         suite.properties.append((f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val))
     duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0
     cases = expectations(data)
-    inconclusive = (data.verdict or {}).get("outcome") == "inconclusive"
-    if (data.verdict or {}).get("as_expected") is False and not inconclusive and not any(e.ok is False for e in cases):
+    outcome = verdict_outcome(data.verdict)
+    inconclusive = outcome == INCONCLUSIVE
+    if outcome == UNEXPECTED and not any(e.ok is False for e in cases):
         # never let CI pass a run the checker itself called unexpected
-        cases.append(Expectation("verdict as expected", False, "the checker's verdict says as_expected=false",
+        cases.append(Expectation("verdict as expected", False, "the checker's verdict says outcome=unexpected",
                                  json.dumps((data.verdict or {}).get("counts"), sort_keys=True)))
     for e in cases:
         case = jx.Case(e.name, classname=f"faultline.{campaign}", time=float(duration))

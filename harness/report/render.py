@@ -21,12 +21,13 @@ from typing import Any
 
 import pandas as pd
 
+from checkers.outcome import AS_EXPECTED, INCONCLUSIVE
 from harness.report import controllers
 from harness.report import events as ev
 from harness.report import jinja
 from harness.report import plots, tables
 from harness.report.index import write_index
-from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns
+from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns, verdict_outcome
 
 #: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
 INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed"}
@@ -60,19 +61,19 @@ def _wall(ts: Any) -> str:
 
 
 def expectation(data: RunData) -> dict[str, Any]:
-    """The banner's facts: lost count, what the campaign expected, and whether that held."""
+    """The banner's facts: lost count, what the campaign expected, and whether that held - as
+    the checker decided it (verdict ``outcome``, ``as_expected``, ``outcome_reason``;
+    checkers/outcome.py). Read, never judged again here: a verdict without an outcome shows
+    "expectation unknown"."""
     v = data.verdict or {}
     counts = v.get("counts") or {}
     lost = counts.get("lost_write") if data.verdict is not None else None
     expect = v.get("expected") or data.run.get("expect") or (data.campaign or {}).get("expect")
-    as_expected = v.get("as_expected")
-    if as_expected is None and lost is not None and expect in ("no-loss", "loss"):
-        as_expected = (lost == 0) == (expect == "no-loss")
-    outcome = v.get("outcome")
-    if outcome not in ("as_expected", "unexpected", "inconclusive"):
-        outcome = None if as_expected is None else ("as_expected" if as_expected else "unexpected")
+    outcome = verdict_outcome(v)
+    as_expected = None if outcome is None or outcome == INCONCLUSIVE else outcome == AS_EXPECTED
     return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
-            "outcome": outcome, "inconclusive_because": [str(x) for x in v.get("inconclusive_because") or []],
+            "outcome": outcome, "reason": str(v.get("outcome_reason") or ""),
+            "inconclusive_because": [str(x) for x in v.get("inconclusive_because") or []],
             "incidents": v.get("incidents"),
             "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
             "counts": counts, "history_records": v.get("history_records"),

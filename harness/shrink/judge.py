@@ -20,6 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import EXIT_INFRA
+from harness.check import Checked, check_and_report, stderr_to
+from harness.cluster import InfraError
 from workloads.history import acked_missing_from_drain
 
 MECHANISMS = ("empty_replica_elected", "stale_alter_partition_readmit", "last_replica_standing",
@@ -101,10 +104,9 @@ class Judge:
         self.log = log
         self.spark: Any = None
 
-    def verdict(self, run_dir: Path, expect: str | None = "loss") -> dict[str, Any]:
-        from checkers.job import check_run
-        from harness.runner import stderr_to
-
+    def check(self, run_dir: Path, expect: str | None = "loss", report: bool = False) -> Checked:
+        """:func:`harness.check.check_and_report` in this shrink's session (started on first
+        need); a replay gets no report (only its mechanism is wanted), the source run does."""
         if self.spark is None:
             from checkers.session import make_session
             os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
@@ -112,15 +114,25 @@ class Judge:
                                                ("spark.ui.retainedStages", 50), ("spark.ui.retainedTasks", 1000)))
                 + " pyspark-shell")
             self.log.parent.mkdir(parents=True, exist_ok=True)
-            with stderr_to(self.log):  # the JVM inherits fd 2: its chatter goes to the log
-                self.spark = make_session(app_name="faultline-shrink")
+            try:
+                with stderr_to(self.log):  # the JVM inherits fd 2: its chatter goes to the log
+                    self.spark = make_session(app_name="faultline-shrink")
+            except Exception as e:  # noqa: BLE001 - no Spark: infrastructure
+                return Checked(run_dir, None, EXIT_INFRA, f"checker failed: Spark did not start: {type(e).__name__}: {e}")
         try:
-            return check_run(run_dir, spark=self.spark, expect=expect)
+            return check_and_report(run_dir, spark=self.spark, expect=expect, report=report)
         finally:
             try:
                 self.spark.catalog.clearCache()
             except Exception:  # noqa: BLE001 - a cache we could not drop is not a verdict
                 pass
+
+    def verdict(self, run_dir: Path, expect: str | None = "loss") -> dict[str, Any]:
+        """A replay's verdict; InfraError when the checker could not give one."""
+        checked = self.check(run_dir, expect)
+        if checked.verdict is None:
+            raise InfraError(f"checker failed on {run_dir}: {checked.message}")
+        return checked.verdict
 
     def close(self) -> None:
         if self.spark is not None:

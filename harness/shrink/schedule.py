@@ -263,7 +263,9 @@ def candidate_campaign(src: SourceRun, steps: list[FaultStep], *, tail: float, n
     last = max((s.end for s in steps), default=0.0)
     wl["duration"] = round(max(5.0, last + tail), 1)
     doc["workload"] = wl
-    doc["expect"] = "loss"
+    doc["expect"] = "loss"          # the minimal campaign must lose, by the mechanism shrink chose
+    doc.pop("allowed_by", None)     # (the source's loss-allowed or required errors are not its question)
+    doc.pop("require_errors", None)
     doc.pop("seed", None)
     doc.pop("description", None)
     return doc

@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import yaml
 
+from checkers.outcome import EXIT_CONFIG, EXIT_OK, EXIT_UNEXPECTED
 from groundwork.config import ConfigError
 from harness.cluster import InfraError
 from harness.shrink.ddmin import Exhausted, ddmin, simplify
@@ -47,7 +48,8 @@ from harness.shrink.judge import Judge, acked_missing, mechanisms, primary, same
 from harness.shrink.schedule import (FaultStep, SourceRun, campaign_yaml, candidate_campaign, canon,
                                      extract_steps, read_jsonl, schedule_key)
 
-EXIT_SHRUNK, EXIT_NOT_REPRODUCIBLE, EXIT_REFUSED, EXIT_INFRA = 0, 1, 2, 3
+#: shrink's outcomes in the project's exit codes: shrunk, the loss never came back, nothing to shrink
+EXIT_SHRUNK, EXIT_NOT_REPRODUCIBLE, EXIT_REFUSED = EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG
 
 
 @dataclass
@@ -172,7 +174,12 @@ class Shrinker:
                 raise Refused(f"{self.run_dir}: refusing to shrink a run that lost no acknowledged writes "
                               "(its final drain read back every acknowledged write)")
             self.progress.phase = "judging the source run"
-            verdict = self.judge.verdict(self.run_dir, expect=None)
+            checked = self.judge.check(self.run_dir, expect=None, report=True)   # as `faultline check` would
+            if checked.verdict is None:
+                if checked.code == EXIT_CONFIG:   # its history is unreadable: nothing to shrink
+                    raise Refused(checked.message)
+                raise InfraError(checked.message)
+            verdict = checked.verdict
         mech = mechanisms(verdict)
         lost = int((verdict.get("counts") or {}).get("lost_write", 0) or 0)
         if not lost or not mech:
@@ -253,9 +260,9 @@ class Shrinker:
                     err = None
             rec: dict[str, Any] = {"type": "replay", "key": key, "salt": self.salt, "i": i, "seed": seed,
                                    "rc": rc, "run_dir": str(rd) if rd else None}
-            if rc == 0 and rd is not None:
+            if rc == EXIT_OK and rd is not None:
                 break
-            if rc == 2:
+            if rc == EXIT_CONFIG:
                 raise Refused(f"{cand}: the replay refused its campaign: {(err or self._last_line(logs / f'{key}-{i}.log'))}")
             if err and str(err).startswith("schedule:"):
                 # the cluster never reached the state a step needs (no leader to select):
@@ -274,10 +281,7 @@ class Shrinker:
             rec.update(lost=0, mechanisms={}, outcome="no-loss")
         else:
             self.progress.replay = f"judging {rd.name}"  # type: ignore[union-attr]
-            try:
-                v = self.judge.verdict(rd)  # type: ignore[arg-type]
-            except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
-                raise InfraError(f"checker failed on {rd}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+            v = self.judge.verdict(rd)  # type: ignore[arg-type]   # InfraError when the checker fails
             mech = mechanisms(v)
             rec.update(lost=int((v.get("counts") or {}).get("lost_write", 0) or 0), mechanisms=mech,
                        outcome="loss" if mech else "no-loss")

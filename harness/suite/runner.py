@@ -32,11 +32,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, Cell, Judgement, SuiteSpec, judge
+from checkers.outcome import EXIT_INFRA, EXIT_OK, EXIT_UNEXPECTED
+from checkers import outcome
+from harness.suite.spec import Cell, SuiteSpec
 
 LOG = "suite-log.jsonl"
 SPEC = "suite.json"
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_INFRA = 0, 1, 2, 3
+
+#: a cell's outcome: the verdict's (read, never judged again here), or ``error`` when the run or
+#: the checker failed; only ``as-expected`` is a pass. Spelled as suite logs always spelled them.
+AS_EXPECTED, UNEXPECTED, INCONCLUSIVE, ERROR = "as-expected", "unexpected", "inconclusive", "error"
+CELL_OUTCOME = {outcome.AS_EXPECTED: AS_EXPECTED, outcome.UNEXPECTED: UNEXPECTED, outcome.INCONCLUSIVE: INCONCLUSIVE}
+
+
+def cell_result(verdict: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
+    """What the suite records of a cell's verdict: its outcome and one-line reason as the
+    checker decided them (verdict ``outcome``, ``outcome_reason``), and the figures the index shows."""
+    if error is not None or verdict is None:
+        return {"outcome": ERROR, "reason": error or "no verdict", "label": "", "lost": None, "acked": None,
+                "mechanisms": {}}
+    allowed = verdict.get("allowed_by") or []
+    return {"outcome": CELL_OUTCOME.get(str(verdict.get("outcome")), ERROR),
+            "reason": str(verdict.get("outcome_reason") or f"verdict outcome {verdict.get('outcome')!r}"),
+            "label": f"allowed by configuration ({', '.join(allowed)})" if allowed else "",
+            "lost": int((verdict.get("counts") or {}).get("lost_write") or 0), "acked": verdict.get("acked_writes"),
+            "mechanisms": {str(k): int(n) for k, n in (verdict.get("mechanisms") or {}).items()}}
 
 
 class SuiteInterrupted(BaseException):
@@ -208,7 +228,7 @@ class SuiteRunner:
     # -- one cell ----------------------------------------------------------------------------------
     def _start_session(self) -> None:
         from checkers.session import make_session
-        from harness.runner import stderr_to
+        from harness.check import stderr_to
 
         # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
         with stderr_to(self.dir / "checker.log"):
@@ -281,47 +301,41 @@ class SuiteRunner:
                 pass
             ch.wait()
 
-    def _check(self, run_dir: Path, cell: Cell) -> tuple[dict[str, Any] | None, str | None, list[str]]:
-        from harness.runner import stderr_to
+    def _check(self, run_dir: Path) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+        """check_and_report in the suite's one Spark session: (verdict, error, notes)."""
+        from harness.check import check_and_report
 
-        notes: list[str] = []
         try:
-            from checkers.job import check_run
             spark = self._session()
-            self.progress.phase = "checking"
-            with stderr_to(run_dir / "checker.log"):
-                verdict = check_run(run_dir, spark=spark, expect="no-loss" if cell.expect == "no-loss" else "loss")
-        except Exception as e:  # noqa: BLE001 - a checker failure is infrastructure, one line
-            return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", notes
-        self.progress.phase = "report"
-        try:
-            from harness.report import write_junit, write_report
-            write_report(run_dir)
-            write_junit(run_dir)
-        except Exception as e:  # noqa: BLE001 - the verdict stands without the page
-            notes.append(f"report: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        return verdict, None, notes
+        except Exception as e:  # noqa: BLE001 - no Spark is a checker failure: infrastructure, one line
+            return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", []
+        checked = check_and_report(run_dir, spark=spark,   # the cell's expectation is in run.json
+                                   phase=lambda name: setattr(self.progress, "phase", name))
+        return checked.verdict, None if checked.verdict is not None else checked.message, checked.notes
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
         t0 = time.time()
         self.progress.current, self.progress.phase = cell.id, "running"
         self.progress.cell_started = time.monotonic()
         code, run_dir, last_err = self._run_child(cell)
+        return self.finish_cell(cell, code, run_dir, last_err, t0)
+
+    def finish_cell(self, cell: Cell, code: int, run_dir: Path | None, last_err: str, t0: float) -> dict[str, Any]:
+        """After the cell's run exited with ``code``: check it (its verdict.json, report.html
+        and junit.xml judge the cell's own expectation, carried in run.json) and record in the
+        suite log what the verdict decided."""
         verdict: dict[str, Any] | None = None
         notes: list[str] = []
         error: str | None = None
         if code == EXIT_OK and run_dir is not None:
-            verdict, error, notes = self._check(run_dir, cell)
+            verdict, error, notes = self._check(run_dir)
         else:
             error = f"run exited {code}: {last_err or 'see ' + str(self.cells_dir / f'{cell.index:03d}.log')}"
-        errors = send_errors(run_dir) if run_dir else {}
-        j = judge(cell.expect, verdict, allowed_by=cell.allowed_by, error=error,
-                  require_errors=cell.require_errors, errors_seen=errors)
-        rec = {"event": "cell_finished", "cell": cell.id, "index": cell.index, "outcome": j.outcome,
-               "reason": j.reason, "label": j.label, "lost": j.lost, "acked": j.acked, "mechanisms": j.mechanisms,
+        rec = {"event": "cell_finished", "cell": cell.id, "index": cell.index, **cell_result(verdict, error),
                "expect": cell.expect, "run_exit": code, "run_dir": str(run_dir) if run_dir else None,
                "duration_s": round(time.time() - t0, 1), "notes": notes,
-               "availability": availability(run_dir) if run_dir else None, "send_errors": errors}
+               "availability": availability(run_dir) if run_dir else None,
+               "send_errors": (verdict or {}).get("send_errors") or {}}
         append(self.log, rec)
         return rec
 
@@ -416,21 +430,3 @@ def availability(run_dir: Path | None) -> dict[str, Any] | None:
     span = range(min(ok_by_s), max(ok_by_s) + 1)
     return {"seconds": len(span), "seconds_without_ack": sum(1 for x in span if not ok_by_s.get(x)),
             "failed": fail, "indeterminate": info}
-
-
-def send_errors(run_dir: Path) -> dict[str, int]:
-    """Sends that ended ``fail``/``info`` per error name, from the producers' histories
-    (docs/history-format.md); a torn last line is skipped."""
-    counts: dict[str, int] = {}
-    for f in sorted((run_dir / "history").glob("producer-*.jsonl")):
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"fail"' not in line and '"info"' not in line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if r.get("type") in ("fail", "info") and r.get("f") == "send" and r.get("error"):
-                    counts[str(r["error"])] = counts.get(str(r["error"]), 0) + 1
-    return counts

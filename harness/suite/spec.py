@@ -5,12 +5,18 @@ red on a configuration known to lose data. So a suite pairs every *fixed* config
 its *vulnerable* control (seed 000 KIP-903 at metadata.version 3.4, seed 003 §2.4 Last Replica
 Standing before ELR, seed 001 unclean election) and says what each cell must show:
 
-- ``no-loss``: no acknowledged write lost and a valid history (the checker's ``as_expected``);
+- ``no-loss``: no acknowledged write lost and a valid history;
 - ``loss``: the known-bad control lost acknowledged writes (it *must*: a control that stops
   losing means the fault no longer bites, and the fixed cells prove nothing);
 - ``loss-allowed``: writes are lost and the configuration permits it (e.g.
   ``unclean.leader.election.enable=true``, KIP-704): every story in the verdict names the
-  setting in ``allowed_by``; a loss with a story whose ``allowed_by`` is null is unexpected.
+  setting in ``allowed_by`` (the cell's ``allowed_by``, when given); a loss with a story whose
+  ``allowed_by`` is null is unexpected.
+
+A cell's expectation is a campaign's (``expect``, ``allowed_by``, ``require_errors``: the cell
+passes them to its run as overrides), so the run's own verdict, report.html and junit.xml
+judge it exactly as the suite does: the checker decides once (checkers/outcome.py) and the
+suite only reads the verdict's ``outcome``.
 
 Schema (docs/suites.md)::
 
@@ -24,7 +30,7 @@ Schema (docs/suites.md)::
         seeds: [7]                   # int or list: one cell per seed (default: the campaign's)
         inventory: PATH | [PATH...]  # --set target.inventory=PATH: one cell per inventory
         expect: no-loss | loss | loss-allowed
-        allowed_by: unclean.leader.election.enable=true   # loss-allowed: the label's fallback
+        allowed_by: unclean.leader.election.enable=true   # loss-allowed: the setting every loss story must name
         require_errors: [NOT_ENOUGH_REPLICAS, ...]   # at least one send ended with one of these
         timeout: 900                 # seconds the run may take before it counts as infrastructure
 
@@ -38,17 +44,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import EXPECTS, LOSS_ALLOWED
 from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
 
 SUITE_KEYS = ("name", "description", "defaults", "cells")
 CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors")
 DEFAULT_KEYS = ("set", "seeds", "inventory", "timeout")
-EXPECTS = ("no-loss", "loss", "loss-allowed")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/=@+-]*$")
 DEFAULT_TIMEOUT = 900.0
 
-#: cell outcomes; only ``as-expected`` is a pass
-AS_EXPECTED, UNEXPECTED, INCONCLUSIVE, ERROR = "as-expected", "unexpected", "inconclusive", "error"
+#: the cell's own expectation keys: never in its ``set:``
+OWN_KEYS = {"expect": "expect", "allowed_by": "allowed_by", "require_errors": "require_errors",
+            "target.inventory": "inventory"}
 
 
 @dataclass
@@ -56,11 +63,11 @@ class Cell:
     """One run: a campaign with overrides, a seed, an inventory and an expectation."""
     id: str
     campaign: str                   # absolute path
-    overrides: list[str]            # k=v, the suite's own, inventory and expect included
+    overrides: list[str]            # k=v, the suite's own, inventory and expectation included
     expect: str
     seed: int | None = None
     inventory: str | None = None    # absolute path, or None for the campaign's own
-    allowed_by: str | None = None
+    allowed_by: str | None = None   # loss-allowed: the setting every loss story must name
     timeout: float = DEFAULT_TIMEOUT
     index: int = 0
     require_errors: list[str] = field(default_factory=list)
@@ -175,13 +182,13 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
             raise c.fail(f"{p}.name", f"letters, digits and . _ / = @ + - (it names the cell in reports), got {cname!r}")
         expect = c.string(m["expect"], f"{p}.expect", choices=EXPECTS)
         allowed_by = c.string(m["allowed_by"], f"{p}.allowed_by") if m.get("allowed_by") is not None else None
-        if allowed_by and expect != "loss-allowed":
+        if allowed_by and expect != LOSS_ALLOWED:
             raise c.fail(f"{p}.allowed_by", "only meaningful with expect: loss-allowed")
         sets = _overrides(c, defaults.get("set"), "defaults.set") + _overrides(c, m.get("set"), f"{p}.set")
         for o in sets:
-            if o.split("=", 1)[0].strip() in ("expect", "target.inventory"):
-                raise c.fail(f"{p}.set", f"{o.split('=', 1)[0]} is the cell's own key: use {p}."
-                             f"{'expect' if o.startswith('expect') else 'inventory'}")
+            key = o.split("=", 1)[0].strip()
+            if key in OWN_KEYS:
+                raise c.fail(f"{p}.set", f"{key} is the cell's own key: use {p}.{OWN_KEYS[key]}")
         seeds = _seeds(c, m["seeds"], f"{p}.seeds") if "seeds" in m else _seeds(c, defaults.get("seeds"), "defaults.seeds")
         invs = (_inventories(c, m["inventory"], f"{p}.inventory", base) if "inventory" in m
                 else _inventories(c, defaults.get("inventory"), "defaults.inventory", base))
@@ -198,8 +205,10 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                 if cid in seen:
                     raise c.fail(f"{p}.name", f"cell {cid!r} is already defined by {seen[cid]}; give each cell its own name")
                 seen[cid] = p
-                ov = list(sets) + ([f"target.inventory={inv}"] if inv else []) + \
-                    [f"expect={'no-loss' if expect == 'no-loss' else 'loss'}"]
+                # the cell's expectation travels with its run (run.json), for the checker to judge
+                ov = list(sets) + ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
+                    ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
+                    ([f"require_errors=[{', '.join(require)}]"] if require else [])
                 if validate_campaigns:
                     _validate_cell(c, p, camp, ov, seed)
                 cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
@@ -215,80 +224,3 @@ def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed:
         load_campaign(camp, overrides=overrides, seed=seed)
     except ConfigError as e:
         raise c.fail(p, f"campaign {camp.name} with this cell's settings is invalid: {e}") from None
-
-
-# --- judging a cell ----------------------------------------------------------------------------
-
-@dataclass
-class Judgement:
-    outcome: str          # as-expected | unexpected | inconclusive | error
-    reason: str           # one line
-    lost: int | None = None
-    acked: int | None = None
-    label: str = ""       # e.g. "allowed by configuration (unclean.leader.election.enable=true)"
-    mechanisms: dict[str, int] = field(default_factory=dict)
-
-
-def _inconclusive(v: dict[str, Any]) -> str | None:
-    """The checker's own "could not decide" (verdict ``outcome: inconclusive``), with its reason."""
-    if v.get("outcome") == "inconclusive" or v.get("inconclusive") is True:
-        why = v.get("inconclusive_because") or v.get("reason") or "the checker could not decide"
-        return why if isinstance(why, str) else "; ".join(map(str, why))
-    return None
-
-
-def judge(expect: str, verdict: dict[str, Any] | None, *, allowed_by: str | None = None,
-          error: str | None = None, require_errors: list[str] | None = None,
-          errors_seen: dict[str, int] | None = None) -> Judgement:
-    """Whether a cell met its expectation. An inconclusive verdict is its own outcome: never a
-    pass, and never hidden as a failure of the system under test either. ``require_errors``:
-    the cell also needs at least one send that ended with one of these Kafka errors
-    (``errors_seen`` counts them from the producers' histories) - the proof that the campaign
-    reached the state it tests (e.g. NOT_ENOUGH_REPLICAS below min ISR, seed 003 §2.6)."""
-    if error is not None or verdict is None:
-        return Judgement(ERROR, error or "no verdict")
-    j = _judge(expect, verdict, allowed_by)
-    if require_errors and j.outcome == AS_EXPECTED:
-        seen = {e: n for e, n in (errors_seen or {}).items() if e in require_errors and n}
-        if not seen:
-            return Judgement(UNEXPECTED, f"NO SEND ENDED WITH {' OR '.join(require_errors)}: the campaign did not "
-                             f"reach the state it tests; {j.reason}", j.lost, j.acked, j.label, j.mechanisms)
-        j.reason += "; " + ", ".join(f"{e}={n}" for e, n in sorted(seen.items()))
-    return j
-
-
-def _judge(expect: str, verdict: dict[str, Any], allowed_by: str | None) -> Judgement:
-    counts = verdict.get("counts") or {}
-    lost = int(counts.get("lost_write") or 0)
-    acked = verdict.get("acked_writes")
-    mech = {str(k): int(n) for k, n in (verdict.get("mechanisms") or {}).items()}
-    base = dict(lost=lost, acked=acked, mechanisms=mech)
-    why = _inconclusive(verdict)
-    if why is not None:
-        return Judgement(INCONCLUSIVE, f"inconclusive: {why}", **base)
-    found = f"{lost} of {acked if acked is not None else '?'} acknowledged writes lost"
-    if expect == "no-loss":
-        if lost == 0 and verdict.get("valid", True):
-            return Judgement(AS_EXPECTED, f"no loss: {found}", **base)
-        if lost:
-            return Judgement(UNEXPECTED, f"UNEXPECTED LOSS: {found}", **base)
-        bad = ", ".join(f"{a}={counts.get(a, '?')}" for a in verdict.get("invalid_because") or []) or "invalid history"
-        return Judgement(UNEXPECTED, f"UNEXPECTED ANOMALIES: {bad}", **base)
-    if lost == 0:
-        return Judgement(UNEXPECTED, f"EXPECTED LOSS NOT REPRODUCED: {found}", **base)
-    if expect == "loss":
-        return Judgement(AS_EXPECTED, f"loss reproduced: {found}", **base)
-    # loss-allowed: the stories (checkers/stories.py) say which setting permits each loss
-    stories = verdict.get("stories")
-    if isinstance(stories, list) and stories:
-        not_allowed = [s for s in stories if isinstance(s, dict) and not s.get("allowed_by")]
-        if not_allowed:
-            s = not_allowed[0]
-            return Judgement(UNEXPECTED, f"LOSS NOT ALLOWED BY CONFIGURATION: {found}; "
-                             f"{s.get('topic')}-{s.get('partition')}: {s.get('label') or s.get('mechanism')}", **base)
-        settings = sorted({str(s["allowed_by"]) for s in stories})
-        label = f"allowed by configuration ({', '.join(settings)})"
-        return Judgement(AS_EXPECTED, f"{label}: {found}", label=label, **base)
-    label = f"allowed by configuration ({allowed_by})" if allowed_by else "allowed by configuration"
-    return Judgement(AS_EXPECTED, f"{label}: {found} (the verdict has no stories; label from the suite)",
-                     label=label, **base)

@@ -4,11 +4,13 @@
 processes, real confluent-kafka clients and the real Spark checker. Then `faultline check`
 on the same directory must reproduce the verdict; it is asked with ``--expect loss`` (a
 known-bad expectation for a run that lost nothing), which must flip the exit code to 1
-while the verdict's findings stay identical.
+while the verdict's findings stay identical, and rewrite the report from the new verdict
+(check and report are one step, harness/check.py: a report never shows an older verdict).
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,8 @@ def test_kill_restart_run_then_check_again(tmp_path: Path) -> None:
         # the min-ISR invariant ran, with the topic's setting, and found every ack legal
         assert verdict["checker"]["min_insync_replicas"] == 2 and verdict["counts"]["ack_below_min_isr"] == 0
 
+        assert _badge(run_dir) == "as expected"
+
         # nothing of the run is left running
         assert pids_matching(str(run_dir)) == []
 
@@ -67,5 +71,13 @@ def test_kill_restart_run_then_check_again(tmp_path: Path) -> None:
         again = json.loads((run_dir / "verdict.json").read_text())
         assert again["valid"] == verdict["valid"] and again["counts"] == verdict["counts"]
         assert again["acked_writes"] == verdict["acked_writes"] and again["as_expected"] is False
+        assert _badge(run_dir) == "UNEXPECTED"
+        assert "EXPECTED LOSS NOT REPRODUCED" in (run_dir / "junit.xml").read_text()
     finally:
         force_cleanup(results, state)
+
+
+def _badge(run_dir: Path) -> str:
+    m = re.search(r'id="verdict-expectation" class="badge \w+">([^<]+)<', (run_dir / "report.html").read_text())
+    assert m is not None, "report.html has no verdict badge"
+    return m.group(1)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.suite.spec import AS_EXPECTED, ERROR, INCONCLUSIVE, UNEXPECTED, judge
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTLINE = [sys.executable, "-m", "harness.cli"]
@@ -92,53 +91,6 @@ def test_bad_suite_file_through_the_console_script(tmp_path: Path) -> None:
 def test_not_a_suite_dir_for_resume_is_exit_2(tmp_path: Path) -> None:
     p = _faultline(["suite", "--resume", str(tmp_path)])
     assert p.returncode == 2 and "not a suite directory" in p.stderr and len(p.stderr.strip().splitlines()) == 1
-
-
-# --- judging ----------------------------------------------------------------------------------------
-
-def _v(lost: int, **kw):  # noqa: ANN001, ANN202
-    return {"valid": lost == 0, "counts": {"lost_write": lost}, "acked_writes": 1000,
-            "invalid_because": ["lost_write"] if lost else [], **kw}
-
-
-def test_judge_expectations() -> None:
-    assert judge("no-loss", _v(0)).outcome == AS_EXPECTED
-    assert judge("no-loss", _v(3)).outcome == UNEXPECTED
-    assert judge("loss", _v(3)).outcome == AS_EXPECTED
-    assert judge("loss", _v(0)).outcome == UNEXPECTED
-    assert judge("no-loss", None, error="run exited 3: x").outcome == ERROR
-    # a no-loss run whose history is invalid for another reason is not a pass
-    assert judge("no-loss", {**_v(0), "valid": False, "invalid_because": ["duplicate"],
-                             "counts": {"lost_write": 0, "duplicate": 2}}).outcome == UNEXPECTED
-
-
-def test_inconclusive_is_its_own_outcome() -> None:
-    v = {**_v(0), "outcome": "inconclusive", "inconclusive_because": ["no acknowledged write"]}
-    j = judge("no-loss", v)
-    assert j.outcome == INCONCLUSIVE and "no acknowledged write" in j.reason
-    assert judge("loss", {**_v(5), "outcome": "inconclusive"}).outcome == INCONCLUSIVE
-
-
-def test_loss_allowed_reads_the_stories() -> None:
-    story = {"topic": "t", "partition": 0, "mechanism": "unclean_election", "label": "unclean election",
-             "allowed_by": "unclean.leader.election.enable=true"}
-    j = judge("loss-allowed", _v(40, stories=[story], mechanisms={"unclean_election": 40}))
-    assert j.outcome == AS_EXPECTED and j.label == "allowed by configuration (unclean.leader.election.enable=true)"
-    # one partition's loss the configuration does not explain: unexpected
-    other = {**story, "partition": 1, "mechanism": "last_replica_standing", "allowed_by": None}
-    j = judge("loss-allowed", _v(50, stories=[story, other]))
-    assert j.outcome == UNEXPECTED and "NOT ALLOWED" in j.reason
-    assert judge("loss-allowed", _v(0, stories=[])).outcome == UNEXPECTED
-    # no stories in the verdict: the suite's own allowed_by labels it
-    j = judge("loss-allowed", _v(7), allowed_by="unclean.leader.election.enable=true")
-    assert j.outcome == AS_EXPECTED and "unclean.leader.election.enable=true" in j.label
-
-
-def test_required_errors() -> None:
-    need = ["NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"]
-    assert judge("no-loss", _v(0), require_errors=need, errors_seen={}).outcome == UNEXPECTED
-    j = judge("no-loss", _v(0), require_errors=need, errors_seen={"NOT_ENOUGH_REPLICAS": 12, "_MSG_TIMED_OUT": 1})
-    assert j.outcome == AS_EXPECTED and "NOT_ENOUGH_REPLICAS=12" in j.reason
 
 
 # --- SIGKILL mid-cell, then --resume --------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Synthetic on purpose: the report only reads files, so hand-written files in
 the shared run-directory contract exercise it fully and make the expected numbers known
-exactly. The loss run tells seed 000's story: broker 2's disk is wiped, a delayed
+exactly. Only the evidence is hand-written: whether it meets the run's expectation is decided
+by the checker's own decision (:func:`checkers.outcome.decide`, :func:`decide_verdict`), as
+check_run does, so the report is tested against what the checker would write. The loss run tells seed 000's story: broker 2's disk is wiped, a delayed
 AlterPartition re-admits it, the leader dies, broker 2 is elected with an empty log and
 three acknowledged writes are gone; one later AlterPartition is rejected with
 INELIGIBLE_REPLICA (107).
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from checkers.outcome import Evidence, Expectation, decide
 
 WALL0 = 1_795_000_000.0  # 2026-11-17, wall time of t=0
 TOPIC = "faultline"
@@ -56,6 +60,20 @@ def _run_json(run_id: str, campaign: str, expect: str, seed: int, kip903: bool, 
     }
 
 
+def decide_verdict(run_dir: Path) -> dict[str, Any]:
+    """Fill verdict.json's decision fields (outcome, as_expected, expectations, ...) from its
+    evidence and run.json's expectation, with the checker's one decision; returns the verdict.
+    Call again after editing the evidence."""
+    run = json.loads((run_dir / "run.json").read_text())
+    v = json.loads((run_dir / "verdict.json").read_text())
+    exp = Expectation.from_run(run)
+    v.update(decide(exp, Evidence(lost=int(v["counts"]["lost_write"]), acked=v.get("acked_writes"), valid=v["valid"],
+                                  invalid_because=list(v.get("invalid_because") or []), counts=v["counts"],
+                                  stories=list(v.get("stories") or []))).to_verdict(exp))
+    (run_dir / "verdict.json").write_text(json.dumps(v, indent=1))
+    return v
+
+
 def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "20261117T000000-kip903-off",
                   wall0: float = WALL0) -> Path:
     """A run that lost 3 acknowledged writes (2 on faultline-1, 1 on faultline-2)."""
@@ -68,7 +86,7 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
     (d / "campaign.yaml").write_text(f"name: kip903-wipe-race\nexpect: {expect}\nseed: 7\n")
     lost = 3
     verdict = {
-        "valid": False, "acked_writes": 10_440, "expected": expect, "as_expected": expect == "loss",
+        "valid": False, "acked_writes": 10_440,
         "invalid_because": ["lost_write", "inconsistent_offset", "realtime_offset_regression"],
         "history_records": 48_113,
         "counts": {"lost_write": lost, "unseen_at_end": 0, "inconsistent_offset": 2, "duplicate": 0,
@@ -88,6 +106,7 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
                         for p, o, v, pr, t, a in LOST],
     }
     (d / "verdict.json").write_text(json.dumps(verdict, indent=1))
+    decide_verdict(d)
     (d / "anomalies").mkdir()
     pd.DataFrame([{"topic": TOPIC, "partition": p, "offset": o, "value": v, "process": pr, "op": i,
                    "invoke_t": t - 0.004, "ack_t": t, "max_read_offset": 1460 if p == 1 else 1310,
@@ -211,7 +230,7 @@ def make_clean_run(root: Path, *, expect: str = "no-loss", run_id: str = "202611
     run = _run_json(run_id, "kip903-wipe-race", expect, 8, True, duration)
     run["wall_at_t0"] = run["started_wall"] = wall0
     (d / "run.json").write_text(json.dumps(run, indent=1))
-    verdict = {"valid": True, "acked_writes": 7_100, "expected": expect, "as_expected": expect == "no-loss",
+    verdict = {"valid": True, "acked_writes": 7_100,
                "invalid_because": [], "history_records": 29_004,
                "counts": {"lost_write": 0, "unseen_at_end": 0, "inconsistent_offset": 0, "duplicate": 0,
                           "offset_mismatch": 0, "nonmonotonic_send": 0, "send_skip": 0,
@@ -219,6 +238,7 @@ def make_clean_run(root: Path, *, expect: str = "no-loss", run_id: str = "202611
                           "failed_write_visible": 0, "failed_write_visible_allowed": 0},
                "examples": {}, "lost_writes_by_partition": {}, "attribution": []}
     (d / "verdict.json").write_text(json.dumps(verdict, indent=1))
+    decide_verdict(d)
     (d / "aggregates").mkdir()
     _throughput(int(duration), (20, 22)).to_csv(d / "aggregates" / "throughput.csv", index=False)
     _jsonl(d / "timeline.jsonl", [

@@ -77,7 +77,7 @@ def test_fault_bands_are_the_intervals_attribution_uses() -> None:
     ("verdict.json", lambda v: v["counts"].update(lost_write="three"),
      "verdict.json: counts.lost_write: a non-negative integer, got 'three'"),
     ("verdict.json", lambda v: v.pop("valid"), "verdict.json: valid: missing; wanted true or false"),
-    ("run.json", lambda r: r.update(expect="maybe"), "run.json: expect: 'no-loss' or 'loss', got 'maybe'"),
+    ("run.json", lambda r: r.update(expect="maybe"), "run.json: expect: one of no-loss, loss, loss-allowed, got 'maybe'"),
     ("run.json", lambda r: r.update(wall_at_t0="noon"),
      "run.json: wall_at_t0: the wall-clock time of t=0 in seconds (a number), got 'noon'"),
 ])

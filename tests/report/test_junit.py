@@ -9,7 +9,7 @@ import junitparser as jp
 import pytest
 
 from harness.report import write_junit
-from tests.report.runs import make_clean_run, make_loss_run
+from tests.report.runs import decide_verdict, make_clean_run, make_loss_run
 
 
 def _cases(path: Path) -> list[tuple[str, str, jp.TestCase]]:
@@ -74,9 +74,10 @@ def test_no_loss_but_invalid_history_fails_only_the_validity_case(tmp_path: Path
     run = make_clean_run(tmp_path)
     v = json.loads((run / "verdict.json").read_text())
     v["counts"]["duplicate"] = 4
-    v.update(valid=False, as_expected=False, invalid_because=["duplicate"],
+    v.update(valid=False, invalid_because=["duplicate"],
              examples={"duplicate": [{"topic": "faultline", "value": "producer-0-9", "offsets": [10, 12]}]})
     (run / "verdict.json").write_text(json.dumps(v))
+    assert decide_verdict(run)["outcome"] == "unexpected"   # the checker's decision over the new evidence
     cases = _cases(write_junit(run))
     assert [(n, o) for n, o, _ in cases] == [(LOST.format("no-loss"), "pass"), (VALID, "failure")]
     assert cases[1][2].result[0].message == "UNEXPECTED ANOMALIES: duplicate=4"
@@ -87,7 +88,7 @@ def test_checker_unexpected_verdict_is_never_a_pass(tmp_path: Path) -> None:
     reason the cases do not cover still fails junit."""
     run = make_clean_run(tmp_path)
     v = json.loads((run / "verdict.json").read_text())
-    v["as_expected"] = False
+    v.update(outcome="unexpected", as_expected=False)
     (run / "verdict.json").write_text(json.dumps(v))
     cases = _cases(write_junit(run))
     assert [o for _, o, _ in cases] == ["pass", "pass", "failure"]

@@ -1,0 +1,206 @@
+"""What a run showed against what it was expected to show, decided once: the expectation, the
+outcome, and the exit codes of every faultline program.
+
+**The expectation** (:class:`Expectation`) is what a campaign or a suite cell says the run must
+show: ``no-loss`` (no acknowledged write lost and a valid history), ``loss`` (a known-bad
+control lost acknowledged writes), ``loss-allowed`` (writes were lost and the configuration
+permits every loss: each loss story of checkers/stories.py names the setting in ``allowed_by``,
+and when the expectation names a setting, that one), and ``require_errors`` (at least one send
+ended with one of these Kafka errors: proof the campaign reached the state it tests). It travels
+in run.json (``expect``, ``allowed_by``, ``require_errors``) from the campaign to the checker.
+
+**The outcome** (:func:`decide`) is decided here and only here, from the checker's evidence
+(:class:`Evidence`), and written into verdict.json by checkers/verdict.py: ``outcome``,
+``as_expected``, ``outcome_reason``, ``expectations`` (each part of the expectation with whether
+it held), ``inconclusive_because``. The run loop, suites, shrinking, report.html, the results
+index and JUnit read those fields; none of them judges again. A rule that makes a run
+inconclusive (too little evidence, a part of the checker that failed, too few faults applied)
+is one more entry in :attr:`Evidence.thin` or :attr:`Evidence.unjudgeable`, so every reader
+gets it at once.
+
+**Exit codes**: every program of the project exits with these codes, read from here:
+``faultline`` (run, check, report, shrink, suite, heal, docker), ``python -m checkers``,
+``python -m harness.report`` and ``python -m harness.probe`` (docs/architecture.md, "The CLI"). Why here,
+in ``checkers/``: the checker's own command line cannot import the harness (it runs on Spark
+workers without it, docs/architecture.md "Floors"), while the harness may import the checker;
+so the one owner stands on the lower floor. Standard library only, so reading an exit code
+never starts pyspark.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: the verdict was the expected one (and, for commands without a verdict: done)
+EXIT_OK = 0
+#: the verdict was not the expected one (a loss where none was expected, a control that did not lose,
+#: a loss the configuration does not allow, a required error never seen; shrink: not reproducible)
+EXIT_UNEXPECTED = 1
+#: usage, configuration or unreadable input: one line naming file, field and what is wanted
+EXIT_CONFIG = 2
+#: infrastructure failure (target unreachable, cluster did not start, checker could not run) or interrupted
+EXIT_INFRA = 3
+#: inconclusive: the run found nothing but had too little evidence to show it (verdict ``outcome``)
+EXIT_INCONCLUSIVE = 4
+
+
+def exit_code(verdict: dict[str, Any]) -> int:
+    """0 as expected, 1 not as expected, 4 inconclusive (too little evidence to tell)."""
+    if verdict.get("outcome") == "inconclusive":
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK if verdict.get("as_expected") else EXIT_UNEXPECTED
+
+
+# --- the expectation ----------------------------------------------------------------------------
+
+NO_LOSS, LOSS, LOSS_ALLOWED = "no-loss", "loss", "loss-allowed"
+EXPECTS = (NO_LOSS, LOSS, LOSS_ALLOWED)
+#: verdict ``outcome`` values
+AS_EXPECTED, UNEXPECTED, INCONCLUSIVE = "as_expected", "unexpected", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the run must show (docs/campaigns.md ``expect``, ``allowed_by``, ``require_errors``)."""
+    expect: str = NO_LOSS
+    #: loss-allowed: the setting every loss story must name (None: any setting a story names)
+    allowed_by: str | None = None
+    #: at least one send must have ended with one of these Kafka error names
+    require_errors: tuple[str, ...] = ()
+
+    @classmethod
+    def from_run(cls, run: dict[str, Any], *, expect: str | None = None) -> "Expectation":
+        """The expectation run.json carries; ``expect`` overrides its kind (``--expect``).
+        Raises ValueError with one line naming the field and what is wanted."""
+        kind = expect if expect is not None else run.get("expect") or NO_LOSS
+        if kind not in EXPECTS:
+            raise ValueError(f"field 'expect' is {kind!r}; want one of {', '.join(EXPECTS)}")
+        allowed = run.get("allowed_by")
+        if allowed is not None and (not isinstance(allowed, str) or not allowed.strip()):
+            raise ValueError(f"field 'allowed_by' is {allowed!r}; want a setting such as "
+                             "'unclean.leader.election.enable=true', or null")
+        errors = run.get("require_errors") or []
+        if not isinstance(errors, list) or not all(isinstance(e, str) and e for e in errors):
+            raise ValueError(f"field 'require_errors' is {errors!r}; want a list of Kafka error names")
+        return cls(kind, allowed if kind == LOSS_ALLOWED else None, tuple(errors))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expect": self.expect, "allowed_by": self.allowed_by, "require_errors": list(self.require_errors)}
+
+
+# --- the evidence and the decision --------------------------------------------------------------
+
+@dataclass
+class Evidence:
+    """What the checker found that the expectation is judged by (checkers/verdict.py fills it)."""
+    lost: int                               # counts.lost_write
+    acked: int | None                       # acknowledged writes
+    valid: bool                             # no anomaly that breaks a Kafka promise
+    invalid_because: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    #: the loss stories (checkers/stories.py): topic, partition, mechanism, label, allowed_by
+    stories: list[dict[str, Any]] = field(default_factory=list)
+    #: sends that ended fail/info per Kafka error name (counted when the expectation requires errors)
+    send_errors: dict[str, int] = field(default_factory=dict)
+    #: why finding nothing proves nothing here (no acknowledged write, partitions never read
+    #: completely, ...): the run is inconclusive when it found nothing and this is not empty
+    thin: list[str] = field(default_factory=list)
+    #: why this run cannot be judged at all, whatever it found (e.g. a part of the checker failed)
+    unjudgeable: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Check:
+    """One part of the expectation and whether the run met it (one JUnit test case each)."""
+    name: str
+    kind: str          # "loss" | "validity" | "errors": which evidence explains a failure
+    ok: bool
+    message: str       # one line: what was expected and what was found
+
+
+@dataclass
+class Outcome:
+    outcome: str                                   # as_expected | unexpected | inconclusive
+    reason: str                                    # one line
+    checks: list[Check] = field(default_factory=list)
+    inconclusive_because: list[str] = field(default_factory=list)
+    allowed_by: list[str] = field(default_factory=list)   # settings that permitted the loss
+
+    @property
+    def as_expected(self) -> bool:
+        return self.outcome == AS_EXPECTED
+
+    def to_verdict(self, exp: Expectation) -> dict[str, Any]:
+        """The verdict.json fields this decision owns (docs/verdict-format.md)."""
+        return {"outcome": self.outcome, "outcome_reason": self.reason,
+                "inconclusive_because": list(self.inconclusive_because),
+                "expected": exp.expect, "expectation": exp.to_json(), "as_expected": self.as_expected,
+                "expectations": [asdict(c) for c in self.checks], "allowed_by": list(self.allowed_by)}
+
+
+def _found(ev: Evidence) -> str:
+    return (f"{ev.lost} lost acknowledged write{'s' if ev.lost != 1 else ''} of "
+            f"{ev.acked if ev.acked is not None else '?'} acknowledged")
+
+
+def _loss_check(exp: Expectation, ev: Evidence) -> tuple[Check, list[str]]:
+    name, found = f"lost acknowledged writes: expect {exp.expect}", _found(ev)
+    if exp.expect == NO_LOSS:
+        return (Check(name, "loss", True, f"expected no-loss; {found}") if ev.lost == 0 else
+                Check(name, "loss", False, f"UNEXPECTED LOSS: expected no-loss; {found}")), []
+    if ev.lost == 0:
+        return Check(name, "loss", False, f"EXPECTED LOSS NOT REPRODUCED: campaign expects {exp.expect}; {found}"), []
+    if exp.expect == LOSS:
+        return Check(name, "loss", True, f"expected loss; {found}"), []
+    # loss-allowed: every story must name a setting that permits its loss (checkers/stories.py)
+    if not ev.stories:
+        return Check(name, "loss", False, f"LOSS NOT ALLOWED BY CONFIGURATION: {found}; no loss story names "
+                     "a setting that permits it"), []
+    for s in ev.stories:
+        by = s.get("allowed_by")
+        if not by or (exp.allowed_by is not None and by != exp.allowed_by):
+            why = f"{s.get('label') or s.get('mechanism') or 'unexplained'}" + \
+                (f", allowed by {by}, not by {exp.allowed_by}" if by else "")
+            return Check(name, "loss", False, f"LOSS NOT ALLOWED BY CONFIGURATION: {found}; "
+                         f"{s.get('topic')}@{s.get('partition')}: {why}"), []
+    settings = sorted({str(s["allowed_by"]) for s in ev.stories})
+    return Check(name, "loss", True, f"allowed by configuration ({', '.join(settings)}); {found}"), settings
+
+
+def _checks(exp: Expectation, ev: Evidence) -> tuple[list[Check], list[str]]:
+    loss, allowed = _loss_check(exp, ev)
+    checks = [loss]
+    if exp.expect == NO_LOSS:   # no-loss also promises a valid history
+        others = [a for a in ev.invalid_because if a != "lost_write"] or \
+            (["(the checker gave no reason)"] if not ev.valid and not ev.invalid_because else [])
+        name = "history valid: no other anomaly breaks a Kafka promise"
+        checks.append(Check(name, "validity", False, "UNEXPECTED ANOMALIES: " + ", ".join(
+            f"{a}={ev.counts.get(a, '?')}" for a in others)) if others else
+            Check(name, "validity", True, "no anomaly besides lost writes invalidates the history"))
+    if exp.require_errors:
+        seen = {e: n for e, n in ev.send_errors.items() if e in exp.require_errors and n}
+        name = f"a send ended with {' or '.join(exp.require_errors)}"
+        checks.append(Check(name, "errors", True, ", ".join(f"{e}={n}" for e, n in sorted(seen.items()))) if seen else
+                      Check(name, "errors", False, f"NO SEND ENDED WITH {' OR '.join(exp.require_errors)}: "
+                            "the campaign did not reach the state it tests"))
+    return checks, allowed
+
+
+def decide(exp: Expectation, ev: Evidence) -> Outcome:
+    """Whether the run met its expectation: the one place that decides.
+
+    A run that found what it looked for, or broke a promise, is conclusive. A run that found
+    nothing (no lost write, and for ``no-loss`` no broken promise either) only shows something
+    when it tested something: with :attr:`Evidence.thin` reasons it is inconclusive, never a
+    pass and never "not reproduced". :attr:`Evidence.unjudgeable` reasons make any run
+    inconclusive."""
+    checks, allowed = _checks(exp, ev)
+    found_nothing = ev.lost == 0 and (exp.expect != NO_LOSS or ev.valid)
+    why_not = list(ev.unjudgeable) + (list(ev.thin) if found_nothing else [])
+    if why_not:
+        return Outcome(INCONCLUSIVE, "INCONCLUSIVE: " + "; ".join(why_not), checks, why_not)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        return Outcome(UNEXPECTED, "; ".join(c.message for c in failed), checks)
+    return Outcome(AS_EXPECTED, "; ".join(c.message for c in checks if c.kind != "validity"), checks,
+                   allowed_by=allowed)

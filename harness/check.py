@@ -1,0 +1,110 @@
+"""Check a run directory and write its report: the one way ``faultline run``, ``faultline
+check``, suites and shrinking do it.
+
+Why one function: each of them used to carry its own copy of "run the checker with Spark's
+output sent to checker.log, turn its failures into exit codes, then write report.html and
+junit.xml", and the copies drifted (which failures were exit 2 or 3, whether the report was
+rewritten after a re-check). :func:`check_and_report` does it once: the checker decides the
+outcome (checkers/outcome.py) and writes verdict.json; the report pages read it; the caller
+gets the exit code and one line, also decided from the verdict (:func:`verdict_summary`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from checkers.outcome import EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, exit_code
+
+
+@dataclass
+class Checked:
+    """What :func:`check_and_report` did to one run directory."""
+    run_dir: Path
+    verdict: dict[str, Any] | None   # None: the checker could not give one (see code, message)
+    code: int                        # the verdict's exit code (0, 1, 4), or 2 unreadable input, 3 checker failed
+    message: str                     # one line for the user
+    notes: list[str] = field(default_factory=list)   # report problems: the verdict stands without the page
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` for a while: the Spark JVM the checker starts
+    inherits it, so its log4j chatter lands in the run directory instead of the terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
+    """The exit code and one line for a checked run, as the checker decided (checkers/outcome.py)."""
+    code = exit_code(verdict)
+    msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
+           f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
+           f"expected {verdict.get('expected', '?')}: "
+           f"{'yes' if code == EXIT_OK else 'INCONCLUSIVE' if code == EXIT_INCONCLUSIVE else 'NO'}")
+    return code, f"{msg}; {verdict['outcome_reason']}" if verdict.get("outcome_reason") else msg
+
+
+def check_and_report(run_dir: str | os.PathLike[str], *, spark: Any = None, spark_master: str | None = None,
+                     expect: str | None = None, report: bool = True,
+                     phase: Callable[[str], None] = lambda name: None) -> Checked:
+    """Run the checker on ``run_dir`` (verdict.json, anomalies/, aggregates/; Spark's log in
+    ``RUN/checker.log``), then write report.html and junit.xml unless ``report`` is false
+    (shrinking's replays: only their loss mechanism is wanted). ``spark``: a session to use
+    and leave running (a suite or a shrink checks many runs in one); ``expect`` overrides
+    run.json's kind of expectation (``faultline check --expect``); ``phase`` is told "check"
+    and "report" as each begins (progress displays). Never raises for a checker failure:
+    unreadable input is code 2, any other failure code 3, with one line."""
+    rd = Path(run_dir)
+    try:
+        from checkers.job import check_run
+        from checkers.load import CheckerInputError
+    except Exception as e:  # noqa: BLE001 - pyspark missing or broken: infrastructure
+        return Checked(rd, None, EXIT_INFRA, f"checker unavailable: {_first_line(e)}")
+    phase("check")
+    try:
+        with stderr_to(rd / "checker.log"):
+            verdict = check_run(rd, spark=spark, spark_master=spark_master, expect=expect)
+    except CheckerInputError as e:   # unreadable input: the checker's own one line (file, field, want)
+        return Checked(rd, None, EXIT_CONFIG, str(e).strip().replace("\n", " "))
+    except (ValueError, FileNotFoundError) as e:
+        return Checked(rd, None, EXIT_CONFIG, f"{rd}: {_first_line(e)}")
+    except Exception as e:  # noqa: BLE001 - the checker failing is infrastructure
+        return Checked(rd, None, EXIT_INFRA, f"checker failed: {_first_line(e)} (log: {rd / 'checker.log'})")
+    if report:
+        phase("report")
+    notes = write_report(rd) if report else []
+    return Checked(rd, verdict, *verdict_summary(verdict), notes)
+
+
+def write_report(run_dir: Path) -> list[str]:
+    """report.html and junit.xml from the run's files; what went wrong, one line each (a page
+    that cannot be drawn does not take the verdict with it)."""
+    try:
+        from harness.report import write_junit, write_report as write_html
+    except Exception as e:  # noqa: BLE001
+        return [f"report unavailable: {_first_line(e)}"]
+    notes = []
+    for fn in (write_html, write_junit):
+        try:
+            fn(run_dir)
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"{fn.__name__}: {_first_line(e)}")
+    return notes
