@@ -14,7 +14,7 @@ import pytest
 from checkers import evidence
 from checkers.families import FAMILIES, Family, one_line
 from checkers.job import check_run
-from checkers.verdict import EXIT_AS_EXPECTED, EXIT_INCONCLUSIVE, EXIT_UNEXPECTED, exit_code
+from checkers.outcome import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_UNEXPECTED, exit_code
 from tests.checkers import planted
 from tests.checkers.builder import HistoryBuilder
 
@@ -61,7 +61,7 @@ def test_one_line_keeps_the_first_line_of_the_message():
 
 
 @pytest.mark.parametrize("expect, outcome, code", [("no-loss", "unexpected", EXIT_UNEXPECTED),
-                                                    ("loss", "as_expected", EXIT_AS_EXPECTED)])
+                                                    ("loss", "as_expected", EXIT_OK)])
 def test_a_failed_family_does_not_hide_a_loss_another_family_found(spark, tmp_path, expect, outcome, code):
     """merge-valid: a definite loss makes the verdict false (invalid), not unknown."""
     v = check_run(_loss_run(tmp_path, expect), spark=spark, families=_swap("poll_order"))

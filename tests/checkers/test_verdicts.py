@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkers.job import check_run
-from checkers.verdict import EXIT_INCONCLUSIVE, exit_code
+from checkers.outcome import EXIT_INCONCLUSIVE, exit_code
 from tests.checkers.builder import HistoryBuilder
 
 REPO = Path(__file__).resolve().parents[2]
