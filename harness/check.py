@@ -47,6 +47,13 @@ def stderr_to(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def validity_word(verdict: dict[str, Any]) -> str:
+    """valid / INVALID / unknown (a checker family failed): Jepsen's merge-valid, as verdict.json's
+    ``validity`` says; older verdicts have only ``valid``."""
+    v = verdict.get("validity") or ("valid" if verdict.get("valid") else "invalid")
+    return "INVALID" if v == "invalid" else v
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
@@ -55,7 +62,7 @@ def _first_line(e: BaseException) -> str:
 def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
     """The exit code and one line for a checked run, as the checker decided (checkers/outcome.py)."""
     code = exit_code(verdict)
-    msg = (f"verdict: {'valid' if verdict.get('valid') else 'INVALID'}; lost acknowledged writes: "
+    msg = (f"verdict: {validity_word(verdict)}; lost acknowledged writes: "
            f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
            f"expected {verdict.get('expected', '?')}: "
            f"{'yes' if code == EXIT_OK else 'INCONCLUSIVE' if code == EXIT_INCONCLUSIVE else 'NO'}")

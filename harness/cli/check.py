@@ -19,7 +19,7 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
     rd = run_dir_arg(results_dir)
     if expect is not None and expect not in EXPECTS:
         raise ConfigError(None, "--expect", f"expected one of {', '.join(EXPECTS)}, got {expect!r}")
-    from harness.check import check_and_report
+    from harness.check import check_and_report, validity_word
 
     checked = check_and_report(rd, spark_master=spark_master, expect=expect)
     if checked.verdict is None:
@@ -29,7 +29,7 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
         err.print(f"note: {n}", markup=False)
     counts = v.get("counts") or {}
     nonzero = ", ".join(f"{k}={n}" for k, n in counts.items() if n)
-    out.print(f"outcome: {v.get('outcome')}  valid: {str(bool(v.get('valid'))).lower()}  expected: {v.get('expected')}  "
+    out.print(f"outcome: {v.get('outcome')}  validity: {validity_word(v)}  expected: {v.get('expected')}  "
               f"as_expected: {str(bool(v.get('as_expected'))).lower()}  acked_writes: {v.get('acked_writes')}  "
               f"incidents: {v.get('incidents')}  anomalies: {nonzero or 'none'}", markup=False)
     for why in v.get("inconclusive_because") or []:
