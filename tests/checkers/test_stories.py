@@ -282,7 +282,7 @@ def test_kip903_check_was_off_at_3_5_iv0(spark, tmp_path, record):
     v = _kip903_run(spark, tmp_path, "3.5-IV0", record)
     assert "was off (metadata.version=3.5-IV0)" in _kip903_sentence(v)
     got = v["checker"]["features"]
-    assert got["versions"] == {"metadata.version": "3.5-IV0"}
+    assert got["versions"] == {"kafka.version": "3.5.0", "metadata.version": "3.5-IV0"}
     assert got["gates"]["kip903"] == {"enabled": False, "decided_by": "metadata.version", "kind": "protocol",
                                       "version": "3.5-IV0"}
     assert got["source"] == ("cluster/features.json" if record == "file"
@@ -291,7 +291,7 @@ def test_kip903_check_was_off_at_3_5_iv0(spark, tmp_path, record):
 
 def test_kip903_check_was_on_at_3_5_iv1(spark, tmp_path):
     v = _kip903_run(spark, tmp_path, "3.5-IV1", "file")
-    assert "was on (metadata.version=3.5-IV1), yet did not stop it" in _kip903_sentence(v)
+    assert "was on (metadata.version=3.5-IV1, kafka.version=3.5.0), yet did not stop it" in _kip903_sentence(v)
 
 
 def test_no_features_record_says_the_gate_is_unknown(spark, tmp_path):
