@@ -47,8 +47,8 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
 
 
 def report(results_dir: Path = typer.Argument(..., help="a run directory with verdict.json")) -> None:
-    """Write report.html and junit.xml for a checked run."""
-    rd = run_dir_arg(results_dir)
+    """Write report.html and junit.xml for a checked run (or a checked directory of only cluster-logs/)."""
+    rd = run_dir_arg(results_dir, logs_only=True)
     if not (rd / "verdict.json").exists():
         raise ConfigError(rd, "verdict.json", "missing; run `faultline check` first")
     try:

@@ -145,3 +145,16 @@ def test_a_logs_only_directory_tells_a_fence_and_the_reelection(tmp_path):
         assert kinds.index("broker_fenced") < kinds.index("election"), kinds
     cluster = " ".join(stories["cluster"]["sentences"])
     assert f"controller {active['node']} became the active controller (epoch {active['controller_epoch']})" in cluster
+
+
+def test_logs_without_a_statement_are_exit_2_with_one_line(tmp_path):
+    """Kafka's logs with nothing the reader knows are no events to tell: unreadable input, one line."""
+    d = tmp_path / "logs"
+    h = d / "cluster-logs" / "kafka-1"
+    h.mkdir(parents=True)
+    (h / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)\n")
+    p = faultline_check(d)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{d / 'cluster-logs'}: no cluster event read" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and not (d / "verdict.json").exists()
