@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers import aggregates, attribution, evidence, invariants, kernel, stories
+from checkers import aggregates, attribution, events_only, evidence, invariants, kernel, stories
 from checkers.analysis import Analysis
 from checkers.families import FAMILIES, Family
 from checkers.ingest import PartitionFiles, partition_files
@@ -284,6 +284,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
               expect: str | None = None, spark: SparkSession | None = None,
               write_tables: bool = True, families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Check one run directory; write verdict.json, anomalies/, aggregates/; return the verdict.
+    A directory with only ``cluster-logs/`` (no run.json, no history) is read without Spark by
+    checkers/events_only.py: its events told, outcome inconclusive (no histories).
 
     ``expect`` ("no-loss" | "loss" | "loss-allowed") defaults to run.json's ``expect``. A given ``spark`` session
     is used and left running (tests share one); otherwise one is made and stopped here.
@@ -292,6 +294,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     if expect is not None and expect not in EXPECTS:
         raise CheckerInputError(f"--expect {expect!r}: want one of {', '.join(EXPECTS)}")
     rd = Path(run_dir)
+    if events_only.applies(rd):     # only the cluster's logs: their events told, no lost-write verdict
+        return events_only.check(rd, expect=expect)
     precheck(rd)
     own = spark is None
     started = time.time()

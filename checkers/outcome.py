@@ -57,6 +57,11 @@ NO_LOSS, LOSS, LOSS_ALLOWED = "no-loss", "loss", "loss-allowed"
 EXPECTS = (NO_LOSS, LOSS, LOSS_ALLOWED)
 #: verdict ``outcome`` values
 AS_EXPECTED, UNEXPECTED, INCONCLUSIVE = "as_expected", "unexpected", "inconclusive"
+#: verdict ``mode`` of a directory that holds only Kafka's logs (checkers/events_only.py): the
+#: cluster's events are read and told, but no history was checked (a history check has no ``mode``)
+EVENTS_ONLY = "events-only"
+#: why such a check cannot say whether acknowledged writes were lost: its outcome is inconclusive
+NO_HISTORIES = "no histories: only Kafka's logs were read"
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,9 @@ class Evidence:
     thin: list[str] = field(default_factory=list)
     #: why this run cannot be judged at all, whatever it found (e.g. a part of the checker failed)
     unjudgeable: list[str] = field(default_factory=list)
+    #: false when there were no histories to check (only the cluster's logs, :data:`EVENTS_ONLY`):
+    #: nothing about acknowledged writes was tested, so no part of the expectation is judged
+    histories: bool = True
 
 
 @dataclass
@@ -193,7 +201,11 @@ def decide(exp: Expectation, ev: Evidence) -> Outcome:
     nothing (no lost write, and for ``no-loss`` no broken promise either) only shows something
     when it tested something: with :attr:`Evidence.thin` reasons it is inconclusive, never a
     pass and never "not reproduced". :attr:`Evidence.unjudgeable` reasons make any run
-    inconclusive."""
+    inconclusive. Without histories (:attr:`Evidence.histories` false) nothing is judged: the
+    outcome is inconclusive because of :data:`NO_HISTORIES`, with no checks."""
+    if not ev.histories:
+        why = [NO_HISTORIES, *ev.unjudgeable]
+        return Outcome(INCONCLUSIVE, "INCONCLUSIVE: " + "; ".join(why), [], why)
     checks, allowed = _checks(exp, ev)
     found_nothing = ev.lost == 0 and (exp.expect != NO_LOSS or ev.valid)
     why_not = list(ev.unjudgeable) + (list(ev.thin) if found_nothing else [])

@@ -27,7 +27,7 @@ import yaml
 
 from checkers import kafkalog
 from checkers.attribution import fault_intervals
-from checkers.outcome import AS_EXPECTED, EXPECTS, INCONCLUSIVE, UNEXPECTED
+from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, EXPECTS, INCONCLUSIVE, UNEXPECTED
 from harness.report.errors import ReportInputError
 from workloads.history import ReadStats, read_jsonl
 
@@ -398,6 +398,15 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     controller_quorum = _controller_quorum(cq, notes) if cq.is_file() else None
 
     wall0 = run.get("wall_at_t0")
+    only = (verdict or {}).get("events_only") if (verdict or {}).get("mode") == EVENTS_ONLY else None
+    if isinstance(only, dict):
+        # only the cluster's logs (checkers/events_only.py): the checker's clock starts at their
+        # first event, and there is no run to miss files of
+        wall0 = only.get("wall_at_t0") if isinstance(only.get("wall_at_t0"), (int, float)) else None
+        notes[:] = [n for n in notes if not n.startswith(("run.json missing", "aggregates/throughput.csv missing",
+                                                          "timeline.jsonl missing"))]
+        notes.append("only the cluster's logs were read (no run.json, no histories): what their events say "
+                     "happened, and no lost-write verdict")
     events = _events(d, float(wall0) if wall0 is not None else None, notes)
     events = _name_topic_ids(events, observer, campaign, notes)
     if not (d / "cluster-logs").is_dir():

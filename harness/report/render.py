@@ -5,7 +5,9 @@ nightly results on machines without network; so no CDN, no scripts, no external 
 plots are inline SVG, styles inline. Big evidence stays in the checker's CSVs beside the
 report and is linked, never inlined (a 10 M-op run must still give a page of a few MB).
 
-Top to bottom: verdict banner; lost writes - first the loss story of each partition (what
+Top to bottom: verdict banner; for a directory that held only the cluster's logs (no histories,
+checkers/events_only.py) what they say happened, per partition, before anything is listed; lost
+writes - first the loss story of each partition (what
 happened, in order, and the Kafka rule that let it through: checkers/stories.py), then per
 partition the writes, each with its mechanism and the raw evidence folded; the timeline
 (faults, throughput, ack latency, leaders, ISR, AlterPartition, lost writes at ack time);
@@ -21,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from checkers.outcome import AS_EXPECTED, INCONCLUSIVE
+from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, INCONCLUSIVE
 from harness.report import controllers
 from harness.report import events as ev
 from harness.report import jinja
@@ -71,7 +73,9 @@ def expectation(data: RunData) -> dict[str, Any]:
     expect = v.get("expected") or data.run.get("expect") or (data.campaign or {}).get("expect")
     outcome = verdict_outcome(v)
     as_expected = None if outcome is None or outcome == INCONCLUSIVE else outcome == AS_EXPECTED
-    return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
+    events_only = v.get("mode") == EVENTS_ONLY     # no history was checked: validity is not known
+    return {"lost": lost, "expect": expect, "as_expected": as_expected,
+            "valid": None if events_only else v.get("valid"), "events_only": events_only,
             "outcome": outcome, "reason": str(v.get("outcome_reason") or ""),
             "inconclusive_because": [str(x) for x in v.get("inconclusive_because") or []],
             "incidents": v.get("incidents"),
@@ -132,6 +136,19 @@ def _story_view(st: dict[str, Any]) -> dict[str, Any]:
             "label": st.get("label") or "", "others": others, "allowed_by": st.get("allowed_by"),
             "sentences": [str(x) for x in st.get("sentences") or []], "steps": steps,
             "lost": st.get("lost") if isinstance(st.get("lost"), dict) else {}}
+
+
+def _event_story_view(st: dict[str, Any]) -> dict[str, Any]:
+    """One "what happened" story (verdict.json ``event_stories``, checkers/stories.py's events
+    kind): its one-line summary, the sentences in order, and each step's line for the evidence list."""
+    view = _story_view(st)
+    topic, part = st.get("topic"), st.get("partition")
+    view["key"] = ev.pkey(topic, part) if topic is not None else "cluster"
+    for x, raw in zip(view["steps"], [y for y in st.get("steps") or [] if isinstance(y, dict)]):
+        x["count"] = raw.get("count")
+    counts = st.get("counts") if isinstance(st.get("counts"), dict) else {}
+    view["counts"] = {k: v for k, v in counts.items() if v and not isinstance(v, dict)}
+    return view
 
 
 def _event_table(df: pd.DataFrame, name: str, data_dir: Path) -> dict[str, Any]:
@@ -241,6 +258,9 @@ def build_context(data: RunData) -> dict[str, Any]:
         "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition, stories), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),
         "stories": [_story_view(st) for st in (data.verdict or {}).get("stories") or [] if isinstance(st, dict)],
+        "event_stories": [_event_story_view(st) for st in (data.verdict or {}).get("event_stories") or []
+                          if isinstance(st, dict)],
+        "events_only": (data.verdict or {}).get("events_only") if exp["events_only"] else None,
         "mechanisms": (data.verdict or {}).get("mechanisms") or {},
         "lost_csv": tables.rel(lost_csv, d),
         "lost_parquet": tables.rel(lost_parquet, d) if lost_parquet.exists() else None,
@@ -264,7 +284,8 @@ def build_context(data: RunData) -> dict[str, Any]:
 def write_report(run_dir: str | Path, *, index: bool = True) -> Path:
     """Render ``<run_dir>/report.html`` and return its path; with ``index`` (the default) also
     rewrite the results root's ``index.html`` (``<run_dir>/../index.html``), so every run that
-    gets a report also appears in the nightly list without a separate step.
+    gets a report also appears in the nightly list without a separate step (not for a directory
+    that held only the cluster's logs: its parent is no results directory).
 
     Raises :class:`harness.report.errors.ReportInputError` (one line: file, field, wanted)
     for malformed inputs; missing optional inputs only add a note to the page.
@@ -276,7 +297,7 @@ def write_report(run_dir: str | Path, *, index: bool = True) -> Path:
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)  # a viewer never sees half a report
-    if index:
+    if index and not ctx["exp"]["events_only"]:   # a logs-only directory is no run of a results dir
         write_index(data.run_dir.resolve().parent)
     return out
 

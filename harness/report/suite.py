@@ -3,7 +3,8 @@
 Why from files only (``suite.json`` and the append-only ``suite-log.jsonl``): the page is
 rewritten after every cell, by a resumed suite as much as by the first one, and a CI job may
 render it from a copied directory. Unexpected cells come first because they are the reason
-anyone opens the page; each row links to the cell's own run report. The trend column reads
+anyone opens the page; each row links to the cell's own run report. A suite with axes gets a
+table before it with one row per cell and one column per axis value (:func:`side_by_side`). The trend column reads
 the earlier suite directories of the same suite name under the same results directory
 (oldest to newest), so "which night did this cell start losing writes" is one glance.
 """
@@ -94,6 +95,32 @@ def _href(suite_dir: Path, run_dir: str | None) -> str | None:
         return p.as_uri()
 
 
+def side_by_side(spec: dict[str, Any], cells: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A suite with ``axes`` (harness/suite/spec.py): one row per cell (its ``row``: name, seed and
+    inventory) and one column per combination of axis values, each holding that run's row of the
+    flat table - so a pair's result under each value reads across one line. None without axes.
+    A row is marked by its worst outcome, and the rows keep the suite's order (pairs together)."""
+    axes = spec.get("axes") or {}
+    if not axes:
+        return None
+    by_id = {r["id"]: r for r in rows}
+    columns: list[tuple[tuple[str, str], ...]] = []
+    lines: dict[str, dict[tuple, dict[str, Any]]] = {}
+    for c in cells:
+        combo = tuple((c["cell"].get("axes") or {}).items())
+        if combo not in columns:
+            columns.append(combo)
+        lines.setdefault(c["cell"].get("row") or c["id"], {})[combo] = by_id[c["id"]]
+    out = []
+    for name, got in lines.items():
+        runs = [got.get(col) for col in columns]
+        worst = min((r["outcome"] for r in runs if r), key=lambda o: ORDER.get(o, 9), default="pending")
+        expects = sorted({r["expect"] for r in runs if r})
+        out.append({"row": name, "outcome": worst, "expect": ", ".join(expects), "runs": runs})
+    return {"axes": list(axes), "columns": [", ".join(f"{k}={v}" for k, v in col) for col in columns],
+            "rows": out}
+
+
 def write_suite_index(suite_dir: str | Path) -> Path:
     suite_dir = Path(suite_dir)
     data = load_suite_dir(suite_dir)
@@ -115,6 +142,7 @@ def write_suite_index(suite_dir: str | Path) -> Path:
             "campaign": Path(c["cell"]["campaign"]).name, "trend": tr.get(c["id"], []),
             "notes": "; ".join(r.get("notes") or []), "index": c["cell"].get("index", 0),
         })
+    matrix = side_by_side(data["spec"], data["cells"], rows)
     # unexpected first; within an outcome the suite's own order keeps each pair together
     rows.sort(key=lambda x: (ORDER.get(x["outcome"], 9), x["index"]))
     counts: dict[str, int] = {}
@@ -126,7 +154,7 @@ def write_suite_index(suite_dir: str | Path) -> Path:
         started=_dt.datetime.fromtimestamp(data["started"], _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
         if data["started"] else "?",
         state=("finished, exit %s" % fin["exit"]) if fin else "running or interrupted (resume with --resume)",
-        total_s=sum(x["duration"] or 0 for x in rows), suite_dir=str(suite_dir))
+        total_s=sum(x["duration"] or 0 for x in rows), suite_dir=str(suite_dir), matrix=matrix)
     out = suite_dir / "index.html"
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")

@@ -101,3 +101,14 @@ def test_allowed_by_is_read_only_with_loss_allowed() -> None:
     assert Expectation.from_run({"expect": "no-loss", "allowed_by": UNCLEAN}).allowed_by is None
     assert Expectation.from_run({"expect": "loss-allowed", "allowed_by": UNCLEAN}).allowed_by == UNCLEAN
     assert Expectation.from_run({"expect": "loss-allowed"}, expect="loss").expect == "loss"
+
+
+def test_without_histories_nothing_is_judged():
+    """Only the cluster's logs (checkers/events_only.py): whatever the expectation, the outcome is
+    inconclusive because there were no histories, and no part of the expectation is listed as held."""
+    from checkers.outcome import NO_HISTORIES, Evidence, Expectation, decide, exit_code
+    for exp in (Expectation(), Expectation("loss"), Expectation("loss-allowed", require_errors=("NOT_ENOUGH_REPLICAS",))):
+        out = decide(exp, Evidence(lost=0, acked=None, valid=False, histories=False))
+        v = out.to_verdict(exp)
+        assert v["outcome"] == "inconclusive" and v["inconclusive_because"] == [NO_HISTORIES]
+        assert v["expectations"] == [] and v["as_expected"] is False and exit_code(v) == 4
