@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers import aggregates, attribution, events_only, evidence, invariants, kernel, stories
+from checkers import aggregates, attribution, events_only, evidence, halts, invariants, kernel, stories
 from checkers.analysis import Analysis
 from checkers.families import FAMILIES, Family
 from checkers.ingest import PartitionFiles, partition_files
@@ -175,6 +175,7 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
         for k, n in r.incidents.items():
             keyed[k] = keyed.get(k, 0) + n
     extra_info["incidents"] = keyed
+    extra_info["halts"] = halts.node_halts(inputs.events, inputs.timeline)
     extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run,
                                                   features=inputs.features, min_isr=rule.effective)
     return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,

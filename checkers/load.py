@@ -24,14 +24,14 @@ from pyspark.sql import SparkSession
 from checkers import kafkalog
 from checkers.features import NO_RECORD, FeaturesInForce, read as read_features
 from checkers.ingest import IngestResult, Split, convert_split, ingest
-from checkers.outcome import Expectation
+from checkers.outcome import Expectation, FaultCount
 from workloads import history as H
 
 #: The small logs' fields and their kinds (docs/history-format.md, common.md). Read on the driver:
 #: "int", "float", "str" (an object or array is kept as its compact JSON text), "bool", "ints"
 #: (a list of integers), "strs" (a list of strings). A value of another kind reads as null.
 TIMELINE_FIELDS = {"v": "int", "t": "float", "kind": "str", "phase": "str", "id": "str", "fault": "str",
-                   "targets": "strs", "detail": "str"}
+                   "targets": "strs", "detail": "str", "host": "str", "text": "str"}
 
 OBSERVER_FIELDS = {"t": "float", "topic": "str", "partition": "int", "leader": "int", "leader_epoch": "int",
                    "isr": "ints", "elr": "ints", "error": "str"}
@@ -50,6 +50,8 @@ EVENT_FIELDS = {
     # controller_activated/renounced (checkers/kafkalog)
     "epoch": "int", "controller_epoch": "int", "new_controller_epoch": "int", "new_controller": "int",
     "last_committed_offset": "int",
+    # fatal_fault (kraftsim's raft thread, docs/kraftsim-raft.md; checkers/halts.py)
+    "halted": "bool", "component": "str", "fault": "str",
 }
 
 #: one row of a small log: every field of its FIELDS map, coerced or None
@@ -153,6 +155,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
         raise CheckerInputError(f"{path}: top level is {type(data).__name__}; want a JSON object")
     try:
         Expectation.from_run(data)   # expect, allowed_by, require_errors (checkers/outcome.py)
+        FaultCount.from_run(data)    # faults: applied, failed, min_applied
     except ValueError as exc:
         raise CheckerInputError(f"{path}: {exc}") from None
     w0 = data.get("wall_at_t0")

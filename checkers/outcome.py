@@ -16,7 +16,10 @@ it held), ``inconclusive_because``. The run loop, suites, shrinking, report.html
 index and JUnit read those fields; none of them judges again. A rule that makes a run
 inconclusive (too little evidence, a part of the checker that failed, too few faults applied)
 is one more entry in :attr:`Evidence.thin` or :attr:`Evidence.unjudgeable`, so every reader
-gets it at once.
+gets it at once. Fewer faults applied than the campaign's ``nemesis.min_applied``
+(:class:`FaultCount`, run.json ``faults``) and a Kafka node that halted on its own during the run
+(checkers/halts.py) are thin: the run did not test what it meant to, so finding nothing proves
+nothing - but a loss it found is still a loss.
 
 **Exit codes**: every program of the project exits with these codes, read from here:
 ``faultline`` (run, check, report, shrink, suite, heal, docker), ``python -m checkers``,
@@ -91,6 +94,87 @@ class Expectation:
 
     def to_json(self) -> dict[str, Any]:
         return {"expect": self.expect, "allowed_by": self.allowed_by, "require_errors": list(self.require_errors)}
+
+
+# --- the faults a run applied -------------------------------------------------------------------
+
+#: failed faults named in an inconclusive reason before "and N more"
+_NAMED_FAULTS = 5
+
+
+@dataclass(frozen=True)
+class FaultCount:
+    """run.json ``faults``: how many of the schedule's faults applied and failed (the harness
+    counts them where every fault starts, nemeses/active.py), why each failed, and the
+    campaign's ``nemesis.min_applied`` (default 1 with a schedule, 0 without)."""
+    applied: int
+    failed: int
+    failed_list: tuple[dict[str, Any], ...] = ()
+    min_applied: int = 0
+
+    @classmethod
+    def from_run(cls, run: dict[str, Any]) -> "FaultCount | None":
+        """The count run.json carries; None for a run written before faults were counted.
+        Raises ValueError with one line naming the field and what is wanted."""
+        f = run.get("faults")
+        if f is None:
+            return None
+        if not isinstance(f, dict):
+            raise ValueError(f"field 'faults' is {type(f).__name__}; want an object {{applied, failed, failed_list, min_applied}}")
+        vals = {}
+        for k in ("applied", "failed", "min_applied"):
+            v = f.get(k, 0)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"field 'faults.{k}' is {v!r}; want a non-negative integer")
+            vals[k] = v
+        fl = f.get("failed_list") or []
+        if not isinstance(fl, list) or not all(isinstance(x, dict) for x in fl):
+            raise ValueError("field 'faults.failed_list' is not a list of {fault, targets, reason}")
+        return cls(vals["applied"], vals["failed"], tuple(fl), vals["min_applied"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applied": self.applied, "failed": self.failed, "failed_list": [dict(x) for x in self.failed_list],
+                "min_applied": self.min_applied}
+
+    def describe_failed(self, limit: int = _NAMED_FAULTS) -> str:
+        """The failed faults in one line, grouped by reason (a mix repeats one failure):
+        ``reboot[broker-1] (2x), reboot[broker-3]: log dir /x does not exist; kill[broker-2]: ...``,
+        at most ``limit`` reasons, then "and N more"."""
+        groups = self.failed_groups()
+        more = len(groups) - limit
+        return "; ".join(groups[:limit]) + (f"; and {more} more reason{'s' if more != 1 else ''}" if more > 0 else "")
+
+    def failed_groups(self) -> list[str]:
+        """One line per reason a fault failed: the faults that failed so, then the reason."""
+        groups: dict[str, dict[str, int]] = {}
+        for x in self.failed_list:
+            what = f"{x.get('fault', '?')}[{','.join(map(str, x.get('targets') or []))}]"
+            g = groups.setdefault(str(x.get("reason", "?")), {})
+            g[what] = g.get(what, 0) + 1
+        return [", ".join(w + (f" ({n}x)" if n > 1 else "") for w, n in g.items()) + f": {why}"
+                for why, g in groups.items()]
+
+    def shortfall(self) -> list[str]:
+        """Why the run tested too little under faults: fewer faults applied than ``min_applied``
+        (one line, naming each failed fault and its reason), else nothing. A thin reason
+        (:attr:`Evidence.thin`): a run that lost writes with no fault applied still found a loss."""
+        if self.applied >= self.min_applied:
+            return []
+        named = self.describe_failed()
+        total = self.applied + self.failed
+        if self.failed:
+            head = (f"{self.failed} of {total} fault{'s' if total != 1 else ''} failed to start"
+                    + (f", {self.applied} applied (nemesis.min_applied {self.min_applied})" if self.applied else ""))
+            return [f"{head}: {named}" if named else head]
+        return [f"{self.applied} fault{'s' if self.applied != 1 else ''} applied, fewer than nemesis.min_applied "
+                f"{self.min_applied}: nothing was tested under faults"]
+
+
+def fault_shortfall(run: dict[str, Any]) -> list[str]:
+    """:meth:`FaultCount.shortfall` of a run.json (none when it carries no count): the one rule,
+    read by the verdict and by shrinking's replays that skip the checker."""
+    fc = FaultCount.from_run(run)
+    return fc.shortfall() if fc is not None else []
 
 
 # --- the evidence and the decision --------------------------------------------------------------

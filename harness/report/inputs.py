@@ -203,14 +203,16 @@ def _jsonl_frame(path: Path, notes: list[str], engine: str = "ujson") -> pd.Data
 def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Fault intervals (paired by fault id as attribution pairs them: one definition of a
     fault's interval for the verdict and the page), phases and notes. A fault never stopped
-    (harness killed) is shown as active until the end of the run."""
+    (harness killed) is shown as active until the end of the run; ``failed`` is the one-line
+    reason of a fault whose start failed (healed at once), else None."""
     out = []
     for f in fault_intervals(rows):
         start = f.start if f.start is not None else f.stop   # a stop alone: a zero-length band
         if start is None:
             continue
         out.append({"id": f.id, "fault": f.fault or "?", "targets": ", ".join(f.targets), "start": start,
-                    "stop": f.stop if f.stop is not None else max(end_t, start), "healed": f.stop is not None})
+                    "stop": f.stop if f.stop is not None else max(end_t, start), "healed": f.stop is not None,
+                    "failed": f.failed})
     phases: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     for r in rows:
@@ -219,10 +221,10 @@ def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.
             continue
         if r.get("kind") == "phase":
             phases.append({"t": float(t), "phase": str(r.get("phase"))})
-        elif r.get("kind") == "note":
+        elif r.get("kind") in ("note", "node_exit"):   # node_exit: a node that stopped on its own
             text = r.get("text") or r.get("detail") or ""
             notes.append({"t": round(float(t), 3), "note": text if isinstance(text, str) else json.dumps(text)})
-    faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed"])
+    faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed", "failed"])
     return faults.sort_values("start", kind="stable").reset_index(drop=True), \
         pd.DataFrame(phases, columns=["t", "phase"]), pd.DataFrame(notes, columns=["t", "note"])
 

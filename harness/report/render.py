@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, INCONCLUSIVE
+from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, INCONCLUSIVE, FaultCount
 from harness.report import controllers
 from harness.report import events as ev
 from harness.report import jinja
@@ -81,7 +81,19 @@ def expectation(data: RunData) -> dict[str, Any]:
             "incidents": v.get("incidents"),
             "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
             "counts": counts, "history_records": v.get("history_records"),
+            "faults": v.get("faults") if isinstance(v.get("faults"), dict) else None,
+            "failed_faults": _failed_faults(v),
+            "halts": [str(h.get("text")) for h in v.get("halts") or [] if isinstance(h, dict)],
             "checker": v.get("checker") if isinstance(v.get("checker"), dict) else {}}
+
+
+def _failed_faults(v: dict[str, Any]) -> list[str]:
+    """The verdict's failed faults, one line per reason (checkers/outcome.py groups them)."""
+    try:
+        fc = FaultCount.from_run(v)
+    except ValueError:
+        return []
+    return fc.failed_groups() if fc is not None else []
 
 
 def _lost_by_partition(data: RunData, lost_head: pd.DataFrame) -> dict[str, int]:
@@ -238,7 +250,9 @@ def build_context(data: RunData) -> dict[str, Any]:
         if not data.faults.empty else data.faults
     if not faults.empty:
         faults = faults.assign(start=faults["start"].round(3), stop=faults["stop"].round(3),
-                               healed=faults["healed"].map({True: "yes", False: "NO (run ended)"}))
+                               healed=faults["healed"].map({True: "yes", False: "NO (run ended)"}),
+                               failed=faults["failed"].map(lambda r: f"FAILED TO START: {r}" if isinstance(r, str) and r
+                                                           else ""))
     data_dir = d / DATA_DIR
     switches = run.get("switches") or {}
     return {

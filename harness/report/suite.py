@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import FaultCount
 from harness.report import jinja
 from harness.report import junit_xml as jx
 
@@ -83,6 +84,15 @@ def trends(suite_dir: Path, name: str, limit: int = TREND_LEN) -> dict[str, list
     return out
 
 
+def failed_faults(result: dict[str, Any]) -> str:
+    """A cell's failed faults, grouped by reason, from its verdict's ``faults`` (checkers/outcome.py)."""
+    try:
+        fc = FaultCount.from_run(result)
+    except ValueError:
+        return ""
+    return fc.describe_failed(limit=50) if fc is not None else ""
+
+
 def _href(suite_dir: Path, run_dir: str | None) -> str | None:
     if not run_dir:
         return None
@@ -141,6 +151,8 @@ def write_suite_index(suite_dir: str | Path) -> Path:
             "seed": c["cell"].get("seed"), "overrides": " ".join(c["cell"]["overrides"]),
             "campaign": Path(c["cell"]["campaign"]).name, "trend": tr.get(c["id"], []),
             "notes": "; ".join(r.get("notes") or []), "index": c["cell"].get("index", 0),
+            "faults": r.get("faults") if isinstance(r.get("faults"), dict) else None,
+            "failed_faults": failed_faults(r), "halts": "; ".join(r.get("halts") or []),
         })
     matrix = side_by_side(data["spec"], data["cells"], rows)
     # unexpected first; within an outcome the suite's own order keeps each pair together
@@ -173,8 +185,13 @@ def write_suite_junit(suite_dir: str | Path) -> Path:
         r = c["result"] or {}
         case = jx.Case(f"{c['id']}: expect {c['cell']['expect']}", classname=f"faultline.suite.{name}",
                        time=float(r.get("duration_s") or 0.0))
-        detail = "\n".join(x for x in (r.get("reason"), f"run: {r.get('run_dir')}" if r.get("run_dir") else "",
-                                       "overrides: " + " ".join(c["cell"]["overrides"])) if x)
+        f = r.get("faults") if isinstance(r.get("faults"), dict) else None
+        detail = "\n".join(x for x in (
+            r.get("reason"), f"run: {r.get('run_dir')}" if r.get("run_dir") else "",
+            f"faults: {f.get('applied')} applied, {f.get('failed')} failed (min {f.get('min_applied')})" if f else "",
+            "failed faults: " + failed_faults(r) if failed_faults(r) else "",
+            "stopped on their own: " + "; ".join(r.get("halts") or []) if r.get("halts") else "",
+            "overrides: " + " ".join(c["cell"]["overrides"])) if x)
         if c["outcome"] == "unexpected":
             case.failure = (r.get("reason") or "unexpected", "UnexpectedOutcome", detail)
         elif c["outcome"] in ("error", "inconclusive"):

@@ -54,7 +54,7 @@ from typing import Any
 from checkers.outcome import EXPECTS, LOSS_ALLOWED
 from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
 
-SUITE_KEYS = ("name", "description", "defaults", "axes", "cells")
+SUITE_KEYS = ("name", "description", "defaults", "axes", "cells", "retention")
 CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors")
 DEFAULT_KEYS = ("set", "seeds", "inventory", "timeout")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/=@+-]*$")
@@ -106,15 +106,19 @@ class SuiteSpec:
     cells: list[Cell] = field(default_factory=list)
     #: the suite's axes in file order: {dotted.key: [value, ...]} (values as --set text)
     axes: dict[str, list[str]] = field(default_factory=dict)
+    #: ``retention.keep_last``: after the suite, keep the newest N run and suite directories of its
+    #: results dir (``--keep-last`` wins); None: keep everything
+    keep_last: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "name": self.name, "description": self.description,
-                "axes": self.axes, "cells": [c.to_json() for c in self.cells]}
+                "axes": self.axes, "cells": [c.to_json() for c in self.cells], "keep_last": self.keep_last}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "SuiteSpec":
         return cls(path=Path(doc["path"]), name=doc["name"], description=doc.get("description", ""),
-                   cells=[Cell(**c) for c in doc["cells"]], axes=doc.get("axes") or {})
+                   cells=[Cell(**c) for c in doc["cells"]], axes=doc.get("axes") or {},
+                   keep_last=doc.get("keep_last"))
 
 
 def axis_tag(key: str, value: str) -> str:
@@ -283,7 +287,12 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                     cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
                                       inventory=inv, allowed_by=allowed_by, timeout=timeout, index=len(cells),
                                       require_errors=require, axes=dict(combo), row=row))
-    return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells, axes=axes)
+    keep_last = None
+    if doc.get("retention") is not None:
+        ret = c.mapping(doc["retention"], "retention", allow_none=False)
+        c.keys(ret, "retention", ["keep_last"], required=["keep_last"])
+        keep_last = c.integer(ret["keep_last"], "retention.keep_last", min=1)
+    return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells, axes=axes, keep_last=keep_last)
 
 
 def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed: int | None) -> None:

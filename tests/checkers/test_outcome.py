@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.outcome import (AS_EXPECTED, INCONCLUSIVE, UNEXPECTED, Evidence, Expectation, decide,
-                              exit_code)
+from checkers.outcome import (AS_EXPECTED, INCONCLUSIVE, UNEXPECTED, Evidence, Expectation, FaultCount, decide,
+                              exit_code, fault_shortfall)
 
 UNCLEAN = "unclean.leader.election.enable=true"
 
@@ -112,3 +112,45 @@ def test_without_histories_nothing_is_judged():
         v = out.to_verdict(exp)
         assert v["outcome"] == "inconclusive" and v["inconclusive_because"] == [NO_HISTORIES]
         assert v["expectations"] == [] and v["as_expected"] is False and exit_code(v) == 4
+
+
+FAILED = [{"fault": "reboot", "targets": ["broker-1"], "reason": "log dir /nonexistent does not exist"},
+          {"fault": "reboot", "targets": ["broker-3"], "reason": "log dir /nonexistent does not exist"}]
+
+
+def test_too_few_faults_applied_is_thin_a_loss_still_counts() -> None:
+    """No fault applied (or fewer than nemesis.min_applied): finding nothing proves nothing, so the
+    run is inconclusive naming the failed faults; but a loss it found is a loss (a thin reason,
+    not an unjudgeable one): Kafka lost acknowledged writes under whatever the faults did."""
+    run = {"faults": {"applied": 0, "failed": 2, "failed_list": FAILED, "min_applied": 1}}
+    why = fault_shortfall(run)
+    # grouped by reason: a mix repeats one failure many times
+    assert why == ["2 of 2 faults failed to start: reboot[broker-1], reboot[broker-3]: log dir /nonexistent does not exist"]
+    o = decide(Expectation("no-loss"), _ev(0, thin=why))
+    assert o.outcome == INCONCLUSIVE and o.reason == "INCONCLUSIVE: " + why[0] and exit_code(o.to_verdict(Expectation())) == 4
+    assert decide(Expectation("no-loss"), _ev(4, thin=why)).outcome == UNEXPECTED
+    assert decide(Expectation("loss"), _ev(4, thin=why)).outcome == AS_EXPECTED
+    # a control whose faults failed did not "not reproduce": it was not tested
+    assert decide(Expectation("loss"), _ev(0, thin=why)).outcome == INCONCLUSIVE
+    # enough applied, or no count (a run.json from before faults were counted): no reason
+    assert fault_shortfall({"faults": {"applied": 1, "failed": 2, "failed_list": FAILED, "min_applied": 1}}) == []
+    assert fault_shortfall({}) == []
+    assert fault_shortfall({"faults": {"applied": 2, "failed": 1, "failed_list": FAILED[:1], "min_applied": 3}}) == [
+        "1 of 3 faults failed to start, 2 applied (nemesis.min_applied 3): reboot[broker-1]: log dir /nonexistent "
+        "does not exist"]
+    assert fault_shortfall({"faults": {"applied": 0, "failed": 0, "min_applied": 1}}) == [
+        "0 faults applied, fewer than nemesis.min_applied 1: nothing was tested under faults"]
+    many = [dict(FAILED[0], reason=f"reason {i % 7}") for i in range(9)] + [FAILED[1]]
+    (line,) = fault_shortfall({"faults": {"applied": 0, "failed": 10, "failed_list": many, "min_applied": 1}})
+    assert line.startswith("10 of 10 faults failed to start: reboot[broker-1] (2x): reason 0; reboot[broker-1] (2x): "
+                           "reason 1; reboot[broker-1]: reason 2;") and line.endswith("; and 3 more reasons")
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("faults, field", [("lots", "'faults'"), ({"applied": -1}, "'faults.applied'"),
+                                           ({"min_applied": "x"}, "'faults.min_applied'"),
+                                           ({"failed_list": "x"}, "'faults.failed_list'")])
+def test_a_bad_fault_count_in_run_json_is_one_line(faults, field: str) -> None:
+    with pytest.raises(ValueError) as e:
+        FaultCount.from_run({"faults": faults})
+    assert field in str(e.value) and "\n" not in str(e.value)
