@@ -94,12 +94,24 @@ def not_controller(resp: Any) -> tuple[bool, int, int]:
 
 
 class QuorumClient:
-    """One broker channel to whichever controller is active (see module docstring)."""
+    """One broker channel to whichever controller is active (see module docstring).
 
-    def __init__(self, locator: ControllerLocator, client_id: str, local_host: str | None = None):
+    ``observer``: this channel is the broker's raft client (the metadata Fetch). Only it goes
+    looking at another voter when its controller stops answering (KafkaRaftClient
+    ``pollFollowerAsObserver`` -> ``maybeSendAnyVoterFetch`` after the fetch timeout); every other
+    channel, after a lost connection or a timeout, asks the metadata quorum again where the active
+    controller is (NodeToControllerRequestThread.handleResponse: ``updateControllerAddress(null)``,
+    then ``RaftControllerNodeProvider.getControllerInfo`` = the raft leader this broker knows). So
+    a controller that still answers the metadata Fetch as leader - one cut from the other voters
+    that never resigns (before Kafka 3.7) - keeps every channel, even while it answers nothing else.
+    """
+
+    def __init__(self, locator: ControllerLocator, client_id: str, local_host: str | None = None,
+                 observer: bool = False):
         self.locator = locator
         self.client_id = client_id
         self.local_host = local_host
+        self.observer = observer
         self.client: Client | None = None
 
     @property
@@ -132,7 +144,8 @@ class QuorumClient:
                 resp = await c.request(req, timeout=max(0.05, left))
             except (OSError, ConnectionError, asyncio.TimeoutError):
                 self.close()
-                self.locator.failed(address)
+                if self.observer:
+                    self.locator.failed(address)
                 if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -160,7 +173,8 @@ class QuorumClient:
                 out = await c.request_private(api_key, body, timeout=max(0.05, deadline - time.monotonic()))
             except (OSError, ConnectionError, asyncio.TimeoutError):
                 self.close()
-                self.locator.failed(address)
+                if self.observer:
+                    self.locator.failed(address)
                 if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)
