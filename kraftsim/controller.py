@@ -52,7 +52,7 @@ CONTROLLER_APIS = {
     18: (0, 3),   # ApiVersions
     1: (12, 12),  # Fetch of __cluster_metadata (metadata channel)
     19: (2, 7),   # CreateTopics (forwarded by brokers)
-    56: (2, 3),   # AlterPartition
+    56: (2, 3),   # AlterPartition (v3 from Kafka 3.5 software: Controller.run)
     62: (0, 4),   # BrokerRegistration
     63: (0, 1),   # BrokerHeartbeat
 }
@@ -717,7 +717,10 @@ class Controller:
         _, host, port = self.cfg["listeners"]
         handlers = {19: self.h_create_topics, 56: self.h_alter_partition, 62: self.h_registration,
                     63: self.h_heartbeat}
-        self.server = Server({**CONTROLLER_APIS, **self.quorum.api_versions()},
+        # AlterPartition v3 (NewIsrWithEpochs) exists from Kafka 3.5 (AlterPartitionRequest.json); a
+        # controller advertises every version its software has (SimpleApiVersionManager)
+        apis = {**CONTROLLER_APIS, 56: (2, 3 if self.cfg.features.alter_partition_v3 else 2)}
+        self.server = Server({**apis, **self.quorum.api_versions()},
                              {**{k: self._active_only(k, h) for k, h in handlers.items()}, **self.quorum.handlers()},
                              on_error=self.ev.log)
         self.server.raw_handlers[PRIVATE_LOCAL_LOG_REPORT] = self._raw_active_only
