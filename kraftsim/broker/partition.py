@@ -135,18 +135,24 @@ class Partition:
         reads ``partitionState.maximalIsr``), which can differ from the controller's: a leader
         cut from the controller never learns of a shrink. The checker's ``ack_below_min_isr``
         falls back to this view where no follower recorded its log end (``follower_append``;
-        Kafka logs this view as Partition's "ISR updated to").
+        Kafka logs this view as Partition's "ISR updated to"). ``proposed_isr`` is the ISR of the
+        AlterPartition still awaiting an answer or newer metadata (Kafka's PendingPartitionChange;
+        null when committed): a shrink leaves the maximal ISR as it was, so only this field shows
+        that an ISR change is under way - and, when it stays, that it is stuck (the checker's
+        ``isr_change_stuck``).
         """
         if self.role != "leader":
             self._noted = None
             return
-        now = (self.leader_epoch, self.partition_epoch, tuple(self.isr), tuple(self.maximal_isr))
+        proposed = tuple(self.pending.new_isr) if self.pending is not None else None
+        now = (self.leader_epoch, self.partition_epoch, tuple(self.isr), tuple(self.maximal_isr), proposed)
         if self._noted == now:
             return
         self._noted = now
         self.b.ev.emit("leader_isr", topic=self.topic, partition=self.partition, broker=self.b.node_id,
                        leader_epoch=self.leader_epoch, partition_epoch=self.partition_epoch,
-                       isr=list(self.isr), maximal_isr=list(self.maximal_isr))
+                       isr=list(self.isr), maximal_isr=list(self.maximal_isr),
+                       proposed_isr=list(proposed) if proposed is not None else None)
 
     def _clear_pending(self) -> None:
         """Back to a committed state; an unsent request for the old proposal is dropped."""
