@@ -41,7 +41,7 @@ EVENT_FIELDS = {
     "wall": "float", "node": "str", "role": "str", "event": "str", "broker": "int", "broker_epoch": "int",
     "previous_broker_epoch": "int", "clean_shutdown": "bool", "reason": "str", "topic": "str", "partition": "int",
     "leader": "int", "leader_epoch": "int", "partition_epoch": "int", "isr": "ints", "elr": "ints",
-    "maximal_isr": "ints",
+    "maximal_isr": "ints", "proposed_isr": "ints", "epoch": "int",
     "leader_recovery_state": "str", "candidates": "str", "new_isr": "ints", "broker_epochs": "str",
     "version": "int", "accepted": "bool", "error": "str", "error_code": "int", "from_offset": "int",
     "to_offset": "int", "recovery_point": "int", "log_end_offset": "int", "truncated_bytes": "int",

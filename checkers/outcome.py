@@ -5,9 +5,13 @@ outcome, and the exit codes of every faultline program.
 show: ``no-loss`` (no acknowledged write lost and a valid history), ``loss`` (a known-bad
 control lost acknowledged writes), ``loss-allowed`` (writes were lost and the configuration
 permits every loss: each loss story of checkers/stories.py names the setting in ``allowed_by``,
-and when the expectation names a setting, that one), and ``require_errors`` (at least one send
-ended with one of these Kafka errors: proof the campaign reached the state it tests). It travels
-in run.json (``expect``, ``allowed_by``, ``require_errors``) from the campaign to the checker.
+and when the expectation names a setting, that one), ``require_errors`` (at least one send
+ended with one of these Kafka errors: proof the campaign reached the state it tests), and
+``require_anomalies`` / ``forbid_anomalies`` (the checker counted at least one / none of these
+anomalies: how a campaign says what a bug that loses no write does instead - two active
+controllers at once, an ISR change stuck - on its vulnerable side, and that it does not on its
+fixed side). It travels in run.json (``expect``, ``allowed_by``, ``require_errors``,
+``require_anomalies``, ``forbid_anomalies``) from the campaign to the checker.
 
 **The outcome** (:func:`decide`) is decided here and only here, from the checker's evidence
 (:class:`Evidence`), and written into verdict.json by checkers/verdict.py: ``outcome``,
@@ -75,6 +79,10 @@ class Expectation:
     allowed_by: str | None = None
     #: at least one send must have ended with one of these Kafka error names
     require_errors: tuple[str, ...] = ()
+    #: each of these anomalies (checkers/evidence.py names) must have been counted at least once
+    require_anomalies: tuple[str, ...] = ()
+    #: none of these anomalies may have been counted
+    forbid_anomalies: tuple[str, ...] = ()
 
     @classmethod
     def from_run(cls, run: dict[str, Any], *, expect: str | None = None) -> "Expectation":
@@ -90,10 +98,21 @@ class Expectation:
         errors = run.get("require_errors") or []
         if not isinstance(errors, list) or not all(isinstance(e, str) and e for e in errors):
             raise ValueError(f"field 'require_errors' is {errors!r}; want a list of Kafka error names")
-        return cls(kind, allowed if kind == LOSS_ALLOWED else None, tuple(errors))
+        lists = {}
+        for key in ("require_anomalies", "forbid_anomalies"):
+            v = run.get(key) or []
+            if not isinstance(v, list) or not all(isinstance(e, str) and e for e in v):
+                raise ValueError(f"field '{key}' is {v!r}; want a list of anomaly names (docs/anomalies.md)")
+            lists[key] = tuple(v)
+        both = sorted(set(lists["require_anomalies"]) & set(lists["forbid_anomalies"]))
+        if both:
+            raise ValueError(f"field 'forbid_anomalies' names {', '.join(both)}, which 'require_anomalies' "
+                             "requires; want each anomaly in one of them")
+        return cls(kind, allowed if kind == LOSS_ALLOWED else None, tuple(errors), **lists)
 
     def to_json(self) -> dict[str, Any]:
-        return {"expect": self.expect, "allowed_by": self.allowed_by, "require_errors": list(self.require_errors)}
+        return {"expect": self.expect, "allowed_by": self.allowed_by, "require_errors": list(self.require_errors),
+                "require_anomalies": list(self.require_anomalies), "forbid_anomalies": list(self.forbid_anomalies)}
 
 
 # --- the faults a run applied -------------------------------------------------------------------
@@ -205,7 +224,7 @@ class Evidence:
 class Check:
     """One part of the expectation and whether the run met it (one JUnit test case each)."""
     name: str
-    kind: str          # "loss" | "validity" | "errors": which evidence explains a failure
+    kind: str          # "loss" | "validity" | "errors" | "anomalies": which evidence explains a failure
     ok: bool
     message: str       # one line: what was expected and what was found
 
@@ -275,6 +294,15 @@ def _checks(exp: Expectation, ev: Evidence) -> tuple[list[Check], list[str]]:
         checks.append(Check(name, "errors", True, ", ".join(f"{e}={n}" for e, n in sorted(seen.items()))) if seen else
                       Check(name, "errors", False, f"NO SEND ENDED WITH {' OR '.join(exp.require_errors)}: "
                             "the campaign did not reach the state it tests"))
+    for a in exp.require_anomalies:
+        n = int(ev.counts.get(a, 0) or 0)
+        checks.append(Check(f"anomaly {a} shown", "anomalies", True, f"{a}={n}") if n else
+                      Check(f"anomaly {a} shown", "anomalies", False,
+                            f"REQUIRED ANOMALY NOT SHOWN: {a}=0: the campaign did not reach the state it tests"))
+    for a in exp.forbid_anomalies:
+        n = int(ev.counts.get(a, 0) or 0)
+        checks.append(Check(f"anomaly {a} absent", "anomalies", True, f"{a}=0") if not n else
+                      Check(f"anomaly {a} absent", "anomalies", False, f"FORBIDDEN ANOMALY SHOWN: {a}={n}"))
     return checks, allowed
 
 

@@ -32,7 +32,10 @@ from checkers.outcome import EXIT_INCONCLUSIVE, Evidence, Expectation, FaultCoun
 from checkers.stories import mechanism_counts
 from workloads.history import send_errors
 
-INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed")
+INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed",
+                 # the cluster's metadata and availability, not the history (docs/anomalies.md):
+                 # a campaign requires or forbids them (require_anomalies, forbid_anomalies)
+                 "controller_split_brain", "isr_change_stuck")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 

@@ -32,7 +32,7 @@ from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns, verdict_outcome
 
 #: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
-INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed"}
+INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck"}
 
 TOP_N = 200           # rows per evidence table shown inline
 EVENT_TOP_N = 300     # rows per event table shown inline
@@ -53,6 +53,8 @@ ANOMALY_TEXT: dict[str, str] = {
     "ack_below_min_isr": "A send acknowledged while fewer replicas than min.insync.replicas (capped at the replication factor from Kafka 3.7) could hold it: by the followers' own log end offsets where the target records them, else by an ISR view (column judged_by; seed 003 §2.6).",
     "visible_end_regression": "The partition's visible end (HWM) moved backwards between observations (seed 003 §2.7).",
     "failed_write_visible_allowed": "A send that failed after append (NOT_ENOUGH_REPLICAS_AFTER_APPEND or timeout) was read: allowed by Kafka (seed 003 §2.7), counted only.",
+    "controller_split_brain": "Two controllers led the metadata quorum at once, in two epochs, for longer than Kafka's check quorum allows (1.5 fetch timeouts from 3.7): the old one kept serving the brokers it still reached - answering none of their heartbeats or ISR changes - while the new one fenced them. From the controllers' events; counted only (docs/anomalies.md).",
+    "isr_change_stuck": "A leader's ISR change (AlterPartition) stayed unresolved for more than 10 s: no answer, or an error after which Kafka waits for newer metadata that did not come. Its ISR was frozen meanwhile: a dead follower kept in it holds the high watermark, acks=all writes time out. From the leaders' leader_isr events; counted only (docs/anomalies.md).",
 }
 
 

@@ -271,6 +271,8 @@ def candidate_campaign(src: SourceRun, steps: list[FaultStep], *, tail: float, n
     doc["expect"] = "loss"          # the minimal campaign must lose, by the mechanism shrink chose
     doc.pop("allowed_by", None)     # (the source's loss-allowed or required errors are not its question)
     doc.pop("require_errors", None)
+    doc.pop("require_anomalies", None)
+    doc.pop("forbid_anomalies", None)
     doc.pop("seed", None)
     doc.pop("description", None)
     return doc

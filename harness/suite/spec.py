@@ -55,13 +55,15 @@ from checkers.outcome import EXPECTS, LOSS_ALLOWED
 from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
 
 SUITE_KEYS = ("name", "description", "defaults", "axes", "cells", "retention")
-CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors")
+CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors",
+             "require_anomalies", "forbid_anomalies")
 DEFAULT_KEYS = ("set", "seeds", "inventory", "timeout")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/=@+-]*$")
 DEFAULT_TIMEOUT = 900.0
 
 #: the cell's own expectation keys: never in its ``set:``
 OWN_KEYS = {"expect": "expect", "allowed_by": "allowed_by", "require_errors": "require_errors",
+            "require_anomalies": "require_anomalies", "forbid_anomalies": "forbid_anomalies",
             "target.inventory": "inventory"}
 
 
@@ -83,6 +85,8 @@ class Cell:
     #: the cell's name with its seed and inventory tags, without its axis values: the cells that
     #: differ only by an axis value share it (one row of the index, one column per value)
     row: str = ""
+    require_anomalies: list[str] = field(default_factory=list)
+    forbid_anomalies: list[str] = field(default_factory=list)
 
     def command(self, python: str, results_dir: str) -> list[str]:
         """`faultline run --no-check` for this cell (the suite checks every run in one session)."""
@@ -263,6 +267,8 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                 else _inventories(c, defaults.get("inventory"), "defaults.inventory", base))
         timeout = c.number(m.get("timeout", defaults.get("timeout", DEFAULT_TIMEOUT)), f"{p}.timeout", positive=True)
         require = c.str_list(m["require_errors"], f"{p}.require_errors", min_len=1) if m.get("require_errors") is not None else []
+        anomalies = {k: c.str_list(m[k], f"{p}.{k}", min_len=1) if m.get(k) is not None else []
+                     for k in ("require_anomalies", "forbid_anomalies")}
         for seed in seeds:
             for inv in invs:
                 tags = []
@@ -281,12 +287,13 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                     ov = list(sets) + [f"{k}={v}" for k, v in combo.items()] + \
                         ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
                         ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
-                        ([f"require_errors=[{', '.join(require)}]"] if require else [])
+                        ([f"require_errors=[{', '.join(require)}]"] if require else []) + \
+                        [f"{k}=[{', '.join(v)}]" for k, v in anomalies.items() if v]
                     if validate_campaigns:
                         _validate_cell(c, p, camp, ov, seed)
                     cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
                                       inventory=inv, allowed_by=allowed_by, timeout=timeout, index=len(cells),
-                                      require_errors=require, axes=dict(combo), row=row))
+                                      require_errors=require, axes=dict(combo), row=row, **anomalies))
     keep_last = None
     if doc.get("retention") is not None:
         ret = c.mapping(doc["retention"], "retention", allow_none=False)

@@ -83,14 +83,40 @@ def test_the_verdict_fields_and_exit_codes() -> None:
     exp = Expectation("loss-allowed", allowed_by=UNCLEAN)
     v = decide(exp, _ev(50, stories=[_story(1, "last_replica_standing", None)])).to_verdict(exp)
     assert (v["outcome"], v["as_expected"], v["expected"], exit_code(v)) == (UNEXPECTED, False, "loss-allowed", 1)
-    assert v["expectation"] == {"expect": "loss-allowed", "allowed_by": UNCLEAN, "require_errors": []}
+    assert v["expectation"] == {"expect": "loss-allowed", "allowed_by": UNCLEAN, "require_errors": [],
+                                "require_anomalies": [], "forbid_anomalies": []}
     assert [e["ok"] for e in v["expectations"]] == [False]
     assert exit_code(decide(Expectation(), _ev(0)).to_verdict(Expectation())) == 0
     assert exit_code(decide(Expectation(), _ev(0, thin=["x"])).to_verdict(Expectation())) == 4
 
 
+def _counted(**counts: int) -> Evidence:
+    return Evidence(lost=0, acked=1000, valid=True, counts={"lost_write": 0, **counts})
+
+
+def test_required_and_forbidden_anomalies() -> None:
+    """A bug that loses no write shows as an informational anomaly: the vulnerable side of a pair
+    requires it, the fixed side forbids it (a campaign's require_anomalies / forbid_anomalies)."""
+    need = Expectation("no-loss", require_anomalies=("controller_split_brain",))
+    o = decide(need, _counted(controller_split_brain=0))
+    assert o.outcome == UNEXPECTED and o.reason.startswith("REQUIRED ANOMALY NOT SHOWN: controller_split_brain=0")
+    o = decide(need, _counted(controller_split_brain=2))
+    assert o.outcome == AS_EXPECTED and "controller_split_brain=2" in o.reason
+    assert [c.kind for c in o.checks] == ["loss", "validity", "anomalies"]
+    forbid = Expectation("no-loss", forbid_anomalies=("isr_change_stuck",))
+    o = decide(forbid, _counted(isr_change_stuck=1))
+    assert o.outcome == UNEXPECTED and "FORBIDDEN ANOMALY SHOWN: isr_change_stuck=1" in o.reason
+    assert decide(forbid, _counted()).outcome == AS_EXPECTED
+    # a loss where none is expected is still unexpected, whatever the anomalies
+    assert decide(need, Evidence(lost=3, acked=9, valid=False, invalid_because=["lost_write"],
+                                 counts={"lost_write": 3, "controller_split_brain": 1})).outcome == UNEXPECTED
+
+
 @pytest.mark.parametrize("run, field", [({"expect": "lossy"}, "'expect'"), ({"allowed_by": 3}, "'allowed_by'"),
-                                        ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'")])
+                                        ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'"),
+                                        ({"require_anomalies": "isr_change_stuck"}, "'require_anomalies'"),
+                                        ({"require_anomalies": ["a"], "forbid_anomalies": ["a"]},
+                                         "'forbid_anomalies'")])
 def test_a_bad_expectation_in_run_json_is_one_line(run: dict, field: str) -> None:
     with pytest.raises(ValueError) as e:
         Expectation.from_run(run)
