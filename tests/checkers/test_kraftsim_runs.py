@@ -4,7 +4,7 @@ The fixtures are the checker inputs of two real ``faultline run campaigns/kip-90
 (run.json, history, timeline, observer, cluster and proxy event logs; cluster data dirs left
 out), taken at 06:40 UTC on 2026-11-22:
 * ``kip903-off``: kip903.enabled=false, expect loss - the wiped broker 2 was admitted to the ISR
-  by the delayed AlterPartition and elected after broker 1 was killed (seed 000);
+  by the delayed AlterPartition and elected after broker 1 was killed (docs/seeds.md#seed-000);
 * ``kip903-on``: kip903.enabled=true, expect no-loss - the controller answered INELIGIBLE_REPLICA.
 """
 from __future__ import annotations
