@@ -9,12 +9,12 @@ out), taken at 06:40 UTC on 2026-11-22:
 """
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from checkers.job import check_run
+from tests.support.tarballs import unpack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -22,9 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _unpack(name: str, dest: Path) -> Path:
     rd = dest / name
     rd.mkdir(parents=True)
-    with tarfile.open(FIXTURES / f"{name}.tar.gz") as tf:
-        tf.extractall(rd, filter="data")
-    return rd
+    return unpack(FIXTURES / f"{name}.tar.gz", rd)
 
 
 @pytest.mark.timeout(1500)
