@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """KIP-903: a targeted nemesis against a random one, on the same vulnerable target.
 
-Why: the race of seed 000 needs four things in order (AlterPartition
+Why: the race of docs/seeds.md#seed-000 needs four things in order (AlterPartition
 in flight, follower wiped, re-registration before the AlterPartition lands, leader death
 before the empty follower is shrunk out). A targeted schedule makes them happen every time;
 a Jepsen-style random mix of kills, partitions and page-cache-loss reboots rarely does. The
@@ -131,8 +131,8 @@ def classify(a: dict[str, Any]) -> str:
     L lack it? L lost it in its own crash *while already leading* (a page-cache-loss reboot of
     the leader that came back fast enough to resume leading before the controller fenced it -
     no election), or L was *elected* after it came back empty (disk wipe) or truncated
-    (page-cache-loss reboot). The latter is seed 000's case, and the KIP-903 race proper when
-    an AlterPartition accepted after L's re-registration put L back into the ISR (seed 000
+    (page-cache-loss reboot). The latter is docs/seeds.md#seed-000's case, and the KIP-903 race proper when
+    an AlterPartition accepted after L's re-registration put L back into the ISR (docs/seeds.md#seed-000
     steps 4-6) - what KIP-903's broker epochs reject. Without a follow-truncation, the write
     went in the crash recovery of the replica(s) holding it: with min ISR 1, a leader acking
     alone. (``removed_by`` also lists later recoveries that merely ended below the offset;

@@ -2,6 +2,6 @@
 
 The package imports only pyspark (with the pyarrow, pandas and numpy its Arrow support brings)
 and :mod:`workloads.history`, so that ``spark-submit`` can ship it to workers that do not have
-the harness installed (DESIGN.md, "Rooms"). Entry point: :func:`checkers.job.check_run` and
+the harness installed (docs/architecture.md, "Floors"). Entry point: :func:`checkers.job.check_run` and
 ``python -m checkers RUN_DIR``.
 """

@@ -4,9 +4,9 @@ For every lost write (ack at ``ack_t``, first missed by a read at ``miss_t``), j
 
 * ``faults``: timeline nemesis faults active in, or ended at most ``recent_s`` before, the window;
 * ``elections``: ``leader_elected`` events of the partition (leader, epochs, ISR, ELR, reason)
-  and the winners' ``became_leader`` (what the new leader's log held: start, end, size - seed 004);
+  and the winners' ``became_leader`` (what the new leader's log held: start, end, size - docs/seeds.md#seed-004);
 * ``isr_changes``: ``isr_changed`` events of the partition;
-* ``alter_partition``: AlterPartition accepts/rejects of the partition (KIP-903, seed 000: a
+* ``alter_partition``: AlterPartition accepts/rejects of the partition (KIP-903, docs/seeds.md#seed-000: a
   stale broker epoch admitted to the ISR is the classic cause);
 * ``broker_events``: broker registrations (new broker epoch, unclean shutdown), fencing;
 * ``removed_by`` (forensics): ``truncation`` events that cut the partition below the write's
@@ -168,7 +168,7 @@ _REMOVALS = ("truncation", "recovery", "became_leader")
 def _removes(e: tuple, offset: int, ack_t: float) -> bool:
     """A truncation that cut the log below the offset, a recovery that ended at or below it,
     or a leader that took over after the ack without it (its log end at or below the offset:
-    the followers truncate to it, seed 003 §2.10). The last needs the takeover after the ack
+    the followers truncate to it, docs/seeds.md#seed-003-2-10). The last needs the takeover after the ack
     itself, not within the clock slack: a leader elected just before the write lacked it too."""
     t, event, _, frm, to, leo = e
     if event == "truncation":

@@ -1,7 +1,7 @@
 """Log divergence: inconsistent offsets, duplicates, offset mismatches (docs/anomalies.md).
 
 Jepsen's ``inconsistent-offsets`` and ``duplicate`` cases, plus the send-side view
-(``offset_mismatch``). Seed 003 §2 (Log Matching): replicas that agree on an offset and
+(``offset_mismatch``). docs/seeds.md#seed-003-2 (Log Matching): replicas that agree on an offset and
 leader epoch hold the same record, so any two observations of one partition+offset with
 different values mean two replicas' logs diverged and both were exposed.
 

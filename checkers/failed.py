@@ -1,6 +1,6 @@
 """Failed writes that became visible (docs/anomalies.md §failed_write_visible).
 
-Seed 003 §2.7: a produce request can fail *after* the leader appended the batch -
+docs/seeds.md#seed-003-2-7: a produce request can fail *after* the leader appended the batch -
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, or a timeout (the client's ``info``) - and the record may
 still be replicated and read later; Kafka allows that, so it is only counted
 (``failed_write_visible_allowed``). An error that means "never appended" (NOT_ENOUGH_REPLICAS,

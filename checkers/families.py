@@ -155,16 +155,21 @@ def run_families(p: Partition, inputs: Inputs, families: tuple[Family, ...] = FA
     for fam in families:
         if fam.run_level or (fam.partitioned and p.partition is None):
             continue
-        try:
-            got = fam.check(p, inputs)
-            extra = sorted(set(got) - set(fam.anomalies))
-            if extra:
-                raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
-        except Exception as exc:  # noqa: BLE001 - Jepsen's check-safe: one family's bug is its own
-            failures.append((fam.name, one_line(exc)))
-            continue
-        found.update(got)
+        _ask(fam, p, inputs, found, failures)
     return found, failures
+
+
+def _ask(fam: Family, subject: Any, inputs: Any, found: Findings, failures: list[tuple[str, str]]) -> None:
+    """One family's findings into ``found``, or its one-line error into ``failures``."""
+    try:
+        got = fam.check(subject, inputs)
+        extra = sorted(set(got) - set(fam.anomalies))
+        if extra:
+            raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
+    except Exception as exc:  # noqa: BLE001 - Jepsen's check-safe: one family's bug is its own
+        failures.append((fam.name, one_line(exc)))
+        return
+    found.update(got)
 
 
 def run_level(view: RunView, families: tuple[Family, ...] = FAMILIES) -> tuple[Findings, list[tuple[str, str]]]:
@@ -173,15 +178,6 @@ def run_level(view: RunView, families: tuple[Family, ...] = FAMILIES) -> tuple[F
     found: Findings = {}
     failures: list[tuple[str, str]] = []
     for fam in families:
-        if not fam.run_level:
-            continue
-        try:
-            got = fam.check(None, view)
-            extra = sorted(set(got) - set(fam.anomalies))
-            if extra:
-                raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
-        except Exception as exc:  # noqa: BLE001 - check-safe, as above
-            failures.append((fam.name, one_line(exc)))
-            continue
-        found.update(got)
+        if fam.run_level:
+            _ask(fam, None, view, found, failures)
     return found, failures

@@ -1,6 +1,6 @@
 """Protocol invariants from the observer and cluster event logs (docs/anomalies.md).
 
-* ``ack_below_min_isr`` - seed 003 §2.7 / min.insync.replicas: an acks=all produce may only be
+* ``ack_below_min_isr`` - docs/seeds.md#seed-003-2-7 / min.insync.replicas: an acks=all produce may only be
   acknowledged once at least the effective min ISR replicas (the leader included) hold it
   (:mod:`checkers.min_isr`: the rule in force, capped at the replication factor from Kafka 3.7).
   Judged, where the run has them, from the **replicas' own logs** (:mod:`checkers.replicas`:
@@ -17,7 +17,7 @@
   fewer copies while its ISR looks full passes it. The controller's view alone misjudges a leader
   cut from the controller: the controller shrinks the ISR, the leader never learns it and, with
   every follower still fetching from it, rightly acknowledges with the ISR it has.
-* ``visible_end_regression`` - the HWM never moves backwards (seed 003 §2.7): at the end the
+* ``visible_end_regression`` - the HWM never moves backwards (docs/seeds.md#seed-003-2-7): at the end the
   final drain's end offset must be above every offset that was acknowledged or read earlier.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The checker job: run directory in, verdict.json and evidence tables out.
 
-One SparkSession for the whole check (DESIGN.md). The history is converted once into Parquet
+One SparkSession for the whole check (docs/architecture.md, "Decisions and why"). The history is converted once into Parquet
 files by topic-partition (:mod:`checkers.ingest`); Spark then runs the partition kernel as tasks
 (:mod:`checkers.kernel`: every anomaly family, columnar, one partition at a time, and the
 attribution of its lost writes). The run's other logs (timeline, observer, cluster and proxy

@@ -10,11 +10,11 @@ last poll), so a write only counts as *lost* when reading provably went past it:
 
 And a write some consumer read earlier is lost too when the final drain read its whole
 partition and did not return it: the log it was in was replaced (KIP-903's empty replica
-elected, seed 000; an unclean election, seed 001) - the durable end state no longer holds it.
+elected, docs/seeds.md#seed-000; an unclean election, docs/seeds.md#seed-001) - the durable end state no longer holds it.
 
 Otherwise an unread acknowledged write is *unseen at end* - an availability symptom, reported
 apart. A value read at another offset is not lost (see duplicate / offset_mismatch): matching is
-by value within the topic. Seed 003 §2.7: an ``acks=all`` acknowledgement means the HWM passed
+by value within the topic. docs/seeds.md#seed-003-2-7: an ``acks=all`` acknowledgement means the HWM passed
 the record, so every later complete read must return it.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Real-time offset regression (docs/anomalies.md §realtime_offset_regression).
 
-Seed 003 §2.7: an acknowledged or consumed record sits below the HWM, hence below the LEO of
+docs/seeds.md#seed-003-2-7: an acknowledged or consumed record sits below the HWM, hence below the LEO of
 every ISR member, so a send *invoked after* that acknowledgement or read must be appended at a
 higher offset. An ok send at or below an offset already known to exist before its invoke means
 the log went backwards in real time (typically the tail was truncated away by an election).

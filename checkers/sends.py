@@ -2,7 +2,7 @@
 
 Jepsen's ``nonmonotonic-send-cases``: one producer's successive acknowledged sends to one
 partition must land at increasing offsets (an idempotent producer keeps per-partition order,
-and the leader appends in order, seed 003 §2.3). A *send skip* is the Kafka-specific twin:
+and the leader appends in order, docs/seeds.md#seed-003-2-3). A *send skip* is the Kafka-specific twin:
 between two successive acknowledged sends of a producer lies an offset holding another value
 of the same producer that was not sent between them - the log reordered that producer's writes.
 

@@ -2,7 +2,7 @@
 
 Which anomalies make a run invalid, and why (docs/anomalies.md §validity): every anomaly that
 shows Kafka broke a promise does; ``unseen_at_end`` (availability) and
-``failed_write_visible_allowed`` (Kafka allows it, seed 003 §2.7) are only counted; a duplicate
+``failed_write_visible_allowed`` (Kafka allows it, docs/seeds.md#seed-003-2-7) are only counted; a duplicate
 only breaks a promise when the producer was idempotent (``enable.idempotence``, Kafka's default
 since 3.0, is assumed on unless run.json's switches say false).
 

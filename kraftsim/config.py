@@ -184,10 +184,10 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "metadata.max.idle.interval.ms": (_int(0), 500),
     "broker.heartbeat.interval.ms": (_int(10), 500),
     "broker.self.fence.timeout.ms": (_int(100), None),
-    # seed 002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
+    # docs/seeds.md#seed-002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
     # BrokerLifecycleManager never does, so this is off unless a campaign explores the draft.
     "seed002.self.fence.enable": (_bool, False),
-    # KIP-405 tiered storage, the slice seed 004 needs (kraftsim/storage/remote.py). The remote
+    # KIP-405 tiered storage, the slice docs/seeds.md#seed-004 needs (kraftsim/storage/remote.py). The remote
     # tier is a directory standing in for object storage (Kafka's test LocalTieredStorage); the
     # embedded cluster defaults it to DIR/remote-storage, shared by every broker. Topic configs:
     # remote.storage.enable, local.retention.ms, local.retention.bytes (-2 = retention.ms/bytes,
@@ -200,7 +200,7 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "log.local.retention.bytes": (_int(-2), -2),
     # KIP-1023: an empty follower of a tiered topic starts at the last tiered offset + 1
     "follower.fetch.last.tiered.offset.enable": (_bool, False),
-    # seed 004 (a KIP under discussion, NOT Kafka): prefer replicas whose local log covers this
+    # docs/seeds.md#seed-004 (a KIP under discussion, NOT Kafka): prefer replicas whose local log covers this
     # long / this many bytes in leader elections; -1 = off. Topic-level overrides, same names.
     "leader.election.eligible.local.log.ms": (_int(-1), -1),
     "leader.election.eligible.local.log.bytes": (_int(-1), -1),
@@ -242,7 +242,7 @@ class Config:
 
     @property
     def self_fence_ms(self) -> int:
-        """Seed 002: the broker-side timeout must be longer than the controller's; 2x by default."""
+        """docs/seeds.md#seed-002: the broker-side timeout must be longer than the controller's; 2x by default."""
         v = self.values.get("broker.self.fence.timeout.ms")
         return int(v) if v else 2 * int(self.values["broker.session.timeout.ms"])
 

@@ -1,13 +1,13 @@
 """The KRaft controller: the state machine over the replicated metadata log.
 
-What it models (seed 003 §1.2, §2.8, §2.9; KIP-903 = seed 000; KIP-704 = seed 001; KIP-966),
+What it models (docs/seeds.md#seed-003-1-2, §2.8, §2.9; KIP-903 = docs/seeds.md#seed-000; KIP-704 = docs/seeds.md#seed-001; KIP-966),
 each rule after Apache Kafka's ``metadata/.../controller`` package:
 - every decision is a record written through the controllers' raft quorum (kraftsim/raft/,
   KIP-595) and applied to the in-memory image at once; the request is answered once the
   records are committed (QuorumController). Only the active controller (the raft leader, once it
   replayed the log) serves brokers; the others answer NOT_CONTROLLER and replay committed
   records. A new active controller — after a failover, or a lone controller's restart — is the
-  "new controller" of seed 000 step 5; it gives every broker a fresh session;
+  "new controller" of docs/seeds.md#seed-000 step 5; it gives every broker a fresh session;
 - broker epoch = offset of the broker's registration record (cluster-wide monotonic);
 - registration (ClusterControlManager.registerBroker): DUPLICATE_BROKER_REGISTRATION only while
   the old incarnation's session is valid; a new incarnation is registered fenced, after its
@@ -95,7 +95,7 @@ class Controller:
         self._batch_first = 0
         self.server: Server | None = None
         self.stopping = False
-        #: seed 004: (topic, partition) -> broker -> (LocalLogStartTimestamp, LocalLogSizeBytes)
+        #: docs/seeds.md#seed-004: (topic, partition) -> broker -> (LocalLogStartTimestamp, LocalLogSizeBytes)
         #: as the partition's leader last reported them. Kept in memory (the seed stores them in
         #: partition metadata): after a controller restart every replica is "unknown" = eligible.
         self.local_log: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
@@ -225,7 +225,7 @@ class Controller:
         return serve
 
     async def _raw_active_only(self, body: bytes, peer: Peer) -> bytes:
-        """The private local-log report (seed 004) goes to the active controller only."""
+        """The private local-log report (docs/seeds.md#seed-004) goes to the active controller only."""
         if not self.quorum.is_active():
             return b'{"error":"NOT_CONTROLLER"}'
         return await self.h_local_log_report(body, peer)
@@ -280,7 +280,7 @@ class Controller:
             b.set_local_log_eligibility(lambda r: self._local_log_eligible(ps.topic, ps.partition, r))
         return b
 
-    # ------------------------------------------------------------------ seed 004 (a proposal)
+    # ------------------------------------------------------------------ docs/seeds.md#seed-004 (a proposal)
 
     def _seed004_thresholds(self, topic: str) -> tuple[int, int]:
         """leader.election.eligible.local.log.ms / .bytes: topic config over the controller's;
@@ -289,7 +289,7 @@ class Controller:
                 int(self._topic_cfg(topic, "leader.election.eligible.local.log.bytes")))
 
     def _local_log_eligible(self, topic: str, partition: int, broker: int, now_ms: int | None = None) -> bool:
-        """Seed 004, "Eligibility Criteria": eligible when the local log spans at least the ms
+        """docs/seeds.md#seed-004, "Eligibility Criteria": eligible when the local log spans at least the ms
         threshold (now - LocalLogStartTimestamp) OR holds at least the bytes threshold; a replica
         whose state is unknown counts as eligible. An empty local log (timestamp -1) spans nothing."""
         st = self.local_log.get((topic, partition), {}).get(broker)
@@ -301,7 +301,7 @@ class Controller:
         return (ms > 0 and ts >= 0 and now_ms - ts >= ms) or (by > 0 and size >= by)
 
     async def h_local_log_report(self, body: bytes, peer: Peer) -> bytes:
-        """Seed 004's local-log state of the ISR members, from the partition's leader (kraftsim's
+        """docs/seeds.md#seed-004's local-log state of the ISR members, from the partition's leader (kraftsim's
         stand-in for the seed's new AlterPartition fields, kraftsim/wire.py PRIVATE_LOCAL_LOG_REPORT).
         Accepted like AlterPartition: the sender's broker epoch current, and per partition the
         sender the leader at that leader epoch; a reported broker must be in the ISR."""
@@ -324,7 +324,7 @@ class Controller:
         return b'{"error":null}'
 
     def _local_log_view(self, ps: PartitionState) -> dict[str, Any]:
-        """For ``leader_elected``: each replica's reported local log and eligibility (seed 004)."""
+        """For ``leader_elected``: each replica's reported local log and eligibility (docs/seeds.md#seed-004)."""
         now = int(time.time() * 1000)
         known = self.local_log.get((ps.topic, ps.partition), {})
         return {str(r): {"local_log_start_timestamp": known[r][0] if r in known else None,
@@ -597,7 +597,7 @@ class Controller:
             return ErrorCode.invalid_request
         lrs = int(pd.leader_recovery_state)
         if lrs == RECOVERING and len(new_isr) > 1:
-            return ErrorCode.invalid_request  # KIP-704 (seed 001)
+            return ErrorCode.invalid_request  # KIP-704 (docs/seeds.md#seed-001)
         if ps.leader_recovery_state == RECOVERED and lrs == RECOVERING:
             return ErrorCode.invalid_request
         # ineligibleReplicasForIsr: EVERY member of the proposed ISR, not only the added ones
@@ -605,7 +605,7 @@ class Controller:
             reg = self.image.brokers.get(r)
             e = epochs.get(r, -1)
             if (reg is None or reg.shutting_down or reg.fenced
-                    or (e != -1 and e != reg.broker_epoch)):  # KIP-903 (seed 000): -1 skips the check
+                    or (e != -1 and e != reg.broker_epoch)):  # KIP-903 (docs/seeds.md#seed-000): -1 skips the check
                 return ErrorCode.ineligible_replica if version > 1 else ErrorCode.operation_not_attempted
         return ErrorCode.none
 

@@ -1,10 +1,10 @@
-"""The metadata image: cluster state materialised from the metadata log (seed 003 §1.2.1).
+"""The metadata image: cluster state materialised from the metadata log (docs/seeds.md#seed-003-1-2-1).
 
 Why one module for controller and broker: the controller appends records and the brokers
 replay the very same records in the same order, so both sides share ``MetadataImage.apply``.
 Records are JSON objects (the values of the ``__cluster_metadata`` partition the brokers
 fetch). A partition record always carries the full partition state (Kafka's PartitionRecord
-plus its PartitionChangeRecord deltas, materialised; seed 003 §2.3.2).
+plus its PartitionChangeRecord deltas, materialised; docs/seeds.md#seed-003-2-3-2).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class MetadataLogFile:
 
     The controller fsyncs every append (a committed metadata record survives a crash, as a
     committed KRaft record does); a broker's copy is its local replica of the log, so a
-    restarted broker replays it before fetching the rest (seed 003 §1.2.1). A torn last line
+    restarted broker replays it before fetching the rest (docs/seeds.md#seed-003-1-2-1). A torn last line
     (crash mid-write) is ignored on replay.
     """
 

@@ -82,7 +82,7 @@ class PartitionChangeBuilder:
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
-        #: seed 004's eligibility test (None: the preference is off, Kafka's behaviour)
+        #: docs/seeds.md#seed-004's eligibility test (None: the preference is off, Kafka's behaviour)
         self.local_log_eligible: Callable[[int], bool] | None = None
         #: how the leader was chosen when it changed: "isr", "elr", "last_known_leader", "unclean"
         self.elected_by: str | None = None
@@ -102,13 +102,13 @@ class PartitionChangeBuilder:
         return self
 
     def set_local_log_eligibility(self, eligible: Callable[[int], bool]) -> "PartitionChangeBuilder":
-        """Seed 004 (a proposal, NOT Kafka; only when its thresholds are set): replicas whose local
+        """docs/seeds.md#seed-004 (a proposal, NOT Kafka; only when its thresholds are set): replicas whose local
         log is long enough are tried first in the election."""
         self.local_log_eligible = eligible
         return self
 
     def _election_order(self) -> list[int]:
-        """Seed 004, "Leader Election Algorithm Changes": stably sort the target replicas so
+        """docs/seeds.md#seed-004, "Leader Election Algorithm Changes": stably sort the target replicas so
         eligible ones come first (assignment order kept within each group); without the
         preference, Kafka's order: the target replicas as assigned."""
         if self.local_log_eligible is None:

@@ -165,7 +165,7 @@ def error_response(api_key: int, version: int, code: ErrorCode, extra: dict | No
 #: kraftsim-only request keys, outside Kafka's range (Kafka's api keys are < 100). A request is
 #: Kafka's header v1 (api key, version, correlation id, client id) and a JSON body; the response
 #: is the correlation id and a JSON body. They carry what a proposal adds to Kafka's protocol
-#: while kio's schemas lack it: 10004 = seed 004's local-log report (LocalLogStartTimestamp /
+#: while kio's schemas lack it: 10004 = docs/seeds.md#seed-004's local-log report (LocalLogStartTimestamp /
 #: LocalLogSizeBytes per ISR member, which the seed adds to AlterPartition). A proxy that does
 #: not know the key passes it on untouched; a Kafka broker would answer UNSUPPORTED_VERSION.
 PRIVATE_LOCAL_LOG_REPORT = 10004

@@ -1,6 +1,6 @@
-"""Delayed AlterPartition: the nemesis that makes seed 000's race happen on purpose.
+"""Delayed AlterPartition: the nemesis that makes docs/seeds.md#seed-000's race happen on purpose.
 
-Seed 000 (KIP-903) steps 1-6: leader A sends AlterPartition adding B; B hard-fails and
+docs/seeds.md#seed-000 (KIP-903) steps 1-6: leader A sends AlterPartition adding B; B hard-fails and
 returns with an empty disk and a new broker epoch; *then* the AlterPartition lands. In a
 real cluster that window is milliseconds; here the protocol-aware proxy
 (:mod:`nemeses.proxy`) sits between brokers and the controller and either
@@ -11,14 +11,14 @@ real cluster that window is milliseconds; here the protocol-aware proxy
   AlterPartition alike) where the kernel has no ``netem`` (nemeses.link), or
 - ``mode=hold``: holds the first AlterPartition that would *add* broker X to the ISR of a
   chosen partition until a condition - ``{"unfenced": X}`` (the default: X registered
-  again through the proxy after the hold began, i.e. X was restarted - seed 000 step 5 -
+  again through the proxy after the hold began, i.e. X was restarted - docs/seeds.md#seed-000 step 5 -
   and a heartbeat response then unfenced it, which Kafka >= 3.3 requires before a broker
   may join an ISR, KIP-841), ``{"registered": X}`` (registration alone),
   ``{"file": path}``, ``{"after_s": s}`` - or until the nemesis is stopped (heal = release).
   ``then_delay_ms`` keeps delaying the AlterPartitions that follow the released one (the
-  leader's ISR shrink of the empty replica, seed 003 §2.9 "replica.lag.time.max.ms"), so
+  leader's ISR shrink of the empty replica, docs/seeds.md#seed-003-2-9 "replica.lag.time.max.ms"), so
   the window in which the leader may die with the empty replica in the ISR stays open. The controller's answer is recorded, so INELIGIBLE_REPLICA (error code 107,
-  the KIP-903 fix; seed 003 §2.9.2 "the broker epoch of any added replicas is correct")
+  the KIP-903 fix; docs/seeds.md#seed-003-2-9-2 "the broker epoch of any added replicas is correct")
   appears in ``proxy-events.jsonl``.
 
 Placement: by configuration (brokers' ``controller.quorum.bootstrap.servers`` points at

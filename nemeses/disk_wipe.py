@@ -1,10 +1,10 @@
 """Disk wipe / replacement: the broker returns with an empty log and a new broker epoch.
 
-Why: seed 000 step 4 - the replica that was being added to the ISR "finishes startup, but
+Why: docs/seeds.md#seed-000 step 4 - the replica that was being added to the ISR "finishes startup, but
 the disk has been replaced". Combined with a held AlterPartition (nemeses.alter_partition)
 this is the KIP-903 race; alone it checks that an empty replica is kept out of the ISR
-until it has caught up (seed 003 §2.9 consistency rules) and that the controller gives it a
-new broker epoch at registration (seed 003 §1.2.2).
+until it has caught up (docs/seeds.md#seed-003-2-9 consistency rules) and that the controller gives it a
+new broker epoch at registration (docs/seeds.md#seed-003-1-2-2).
 
 SIGKILL the node, run ``nemeses/scripts/wipe_log_dirs.py`` on the host (``python3 -``:
 empties every log dir, rewrites meta.properties with the same node.id and cluster.id and a

@@ -1,7 +1,7 @@
 """Degraded links: loss, rate, delay - using what the target's kernel offers, or saying so.
 
 Why: a slow or lossy link makes followers fall behind, shrinks ISRs and lets AlterPartition
-and heartbeats race (seed 003 §2.9 ISR changes on lag; seed 002 heartbeat timeouts), without
+and heartbeats race (docs/seeds.md#seed-003-2-9 ISR changes on lag; docs/seeds.md#seed-002 heartbeat timeouts), without
 a clean partition. Lab hosts usually have ``tc netem``; these machines' kernels do not
 (no ``sch_netem``), so each kind uses the mechanism that exists and fails with one line
 naming the host and the missing piece otherwise:

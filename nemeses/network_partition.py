@@ -1,9 +1,9 @@
 """Network partitions: isolate, halves, bridge, one-way, between, cut-from-controller.
 
 Why these shapes: they are Jepsen's partition vocabulary plus the one fault KRaft adds
-(seed 002 "Controller Heartbeat"): a broker that reaches its peers but not the controller
+(docs/seeds.md#seed-002 "Controller Heartbeat"): a broker that reaches its peers but not the controller
 must fence itself (broker-side timeout) while the controller fences it (controller-side
-timeout) and elects elsewhere (seed 003 §1.2.2 broker epochs and fencing, §2.8 elections).
+timeout) and elects elsewhere (docs/seeds.md#seed-003-1-2-2 broker epochs and fencing, §2.8 elections).
 
 How: each shape becomes a *grudge* (node -> nodes whose packets it drops, as in
 ``jepsen.nemesis``), realised as iptables DROP rules in each victim host's INPUT chain,

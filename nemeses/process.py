@@ -1,7 +1,7 @@
 """Process faults on brokers and controllers: kill (SIGKILL), pause (SIGSTOP), clean restart.
 
 Why these three: they are the crash-stop faults every replication protocol must survive,
-and each exercises a different path of KRaft (seed 003 §1.2.2, seed 002):
+and each exercises a different path of KRaft (docs/seeds.md#seed-003-1-2-2, docs/seeds.md#seed-002):
 - ``kill``: SIGKILL, no clean-shutdown marker, so the broker re-registers with a new
   broker epoch and recovers its log from the recovery point; the controller fences it
   after missed heartbeats and elects from the ISR. Heal = start the service again.

@@ -2,8 +2,8 @@
 
 Why slots: a mix that applies one fault at a time (start, wait ``duration``, heal, wait) can
 never produce the overlaps the losses we hunt are made of - a wiped follower *while* its
-AlterPartition is held *while* the leader dies (seed 000), a follower out of the ISR *while*
-the leader loses its page cache (seed 003 §2.4). Jepsen gets overlaps by composing
+AlterPartition is held *while* the leader dies (docs/seeds.md#seed-000), a follower out of the ISR *while*
+the leader loses its page cache (docs/seeds.md#seed-003-2-4). Jepsen gets overlaps by composing
 independent generators (``nemesis/compose``, one generator per fault family, run side by
 side). Here each of the k slots is such a generator: after a gap it draws a fault, a
 duration and the seed its targets are picked with, the fault is healed after that duration,

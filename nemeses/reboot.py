@@ -1,7 +1,7 @@
 """Reboot with page-cache loss: truncate-unflushed, lazyfs, sysrq.
 
-Why (seed 000, opening: "the broker reboots and some logs have not flushed from the page
-cache ... the data on this broker is lost"; seed 003, Last Replica Standing): Kafka acks
+Why (docs/seeds.md#seed-000, opening: "the broker reboots and some logs have not flushed from the page
+cache ... the data on this broker is lost"; docs/seeds.md#seed-003, Last Replica Standing): Kafka acks
 ``acks=all`` writes from memory; only its own fsyncs (segment rolls, ``log.flush.interval.*``,
 the KRaft client's flush of the metadata log) or the OS make them durable. A SIGKILL alone keeps
 the page cache, so it does not lose anything; a power loss does.

@@ -4,8 +4,8 @@ Why two kinds: a random mix (Jepsen's ``nemesis/compose`` with a generator: ever
 ``interval`` seconds a random fault on a random target, healed after ``duration``; with
 ``concurrency: k``, k such generators side by side, so up to k faults overlap) finds
 what nobody thought of; a targeted script reproduces a known race step by step, such as
-KIP-903's six steps (seed 000 "Proposed Changes": hold AlterPartition, wipe the follower's
-disk, release, kill the leader) or Last Replica Standing (seed 003 §2.4). Targeted
+KIP-903's six steps (docs/seeds.md#seed-000 "Proposed Changes": hold AlterPartition, wipe the follower's
+disk, release, kill the leader) or Last Replica Standing (docs/seeds.md#seed-003-2-4). Targeted
 scripts need to *react* to the cluster ("until partition 0's ISR contains broker-2"),
 so steps may wait on conditions read from the observer's latest sample (leader, ISR,
 ELR per partition) and from the cluster event logs (registrations, elections).

@@ -3,10 +3,10 @@
 Why wait for leaders: a producer started against a partition with no leader yet sees
 ``LEADER_NOT_AVAILABLE``/``_UNKNOWN_PARTITION`` failures that have nothing to do with the
 faults under test; the run should begin from a steady state where every partition has a
-leader and a full ISR (seed 003 §2.3: the controller elects the initial leaders and the
+leader and a full ISR (docs/seeds.md#seed-003-2-3: the controller elects the initial leaders and the
 brokers learn them from the metadata log, which takes a moment after CreateTopics returns).
 
-``min.insync.replicas`` is a topic config (seed 003 §2.6) and is set at creation, with any
+``min.insync.replicas`` is a topic config (docs/seeds.md#seed-003-2-6) and is set at creation, with any
 other topic config, as Kafka spells the keys.
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ Why it reads this way (the checker's lost_write and poll anomalies, docs/anomali
   offset commits: a group rebalance or a committed offset would hide records from us, and
   the checker needs each consumer's *complete* sequence of reads per partition;
 * ``auto.offset.reset=earliest``: when the fetch position falls off the log (the log was
-  truncated below what we already read — the very data loss seed 000 describes, or a
-  wiped leader, seed 003 "Last Replica Standing"), librdkafka restarts the partition from
+  truncated below what we already read — the very data loss docs/seeds.md#seed-000 describes, or a
+  wiped leader, docs/seeds.md#seed-003 "Last Replica Standing"), librdkafka restarts the partition from
   its beginning. The re-read shows up as a nonmonotonic poll instead of silently skipping;
 * ``isolation.level=read_uncommitted``: without transactions the LSO equals the HWM (seed
   003 §2.7), and consumers can only ever read below the HWM, so this asks the broker for no

@@ -9,7 +9,7 @@ recorded as a ``drain`` record". When it cannot make that claim (timeout, no lea
 unread writes below that offset as lost.
 
 E is the high watermark queried (ListOffsets, via ``get_watermark_offsets``) *before*
-reading: the HWM is the end of the committed, consumer-visible prefix (seed 003 §2.7), so
+reading: the HWM is the end of the committed, consumer-visible prefix (docs/seeds.md#seed-003-2-7), so
 every acknowledged acks=all write that survived has an offset below it. Reading stops at
 E even if producers still append; records after E are not claimed.
 

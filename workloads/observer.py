@@ -2,8 +2,8 @@
 
 Why (attribution and the protocol invariants, docs/anomalies.md): a lost write is explained by what the
 partition's metadata did between its ack and the read that missed it — which leader was
-elected in which leader epoch (seed 003 §2.3.1, §2.8), how the ISR shrank and grew
-(§2.9), whether ELR (KIP-966, seed 003 "Last Replica Standing") held the candidates. The
+elected in which leader epoch (docs/seeds.md#seed-003-2-3-1, §2.8), how the ISR shrank and grew
+(§2.9), whether ELR (KIP-966, docs/seeds.md#seed-003 "Last Replica Standing") held the candidates. The
 cluster's own event logs say this on kraftsim; on real Kafka only the brokers' metadata
 answers do, so the observer asks them directly, with raw kio requests (see
 :mod:`workloads.kafka_wire` for why not librdkafka):
@@ -15,7 +15,7 @@ answers do, so the observer asks them directly, with raw kio requests (see
 
 Every sample asks every known broker (bootstrap plus those learned from Metadata), because
 one broker's metadata can be stale — a broker cut off from the controller keeps serving the
-last partition state it saw (seed 002, self-fencing). Per partition the answer with the
+last partition state it saw (docs/seeds.md#seed-002, self-fencing). Per partition the answer with the
 highest leader epoch wins; on a tie, the answer of the leader itself. A broker that fails
 to answer is skipped for ``BACKOFF_S``, so a partitioned broker slows sampling only briefly.
 

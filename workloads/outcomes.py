@@ -6,9 +6,9 @@ outcome is in fact unknown would turn Kafka's documented behaviour into false an
 recording ``info`` for a definite failure only weakens the check. So anything not proven
 "never appended" is ``info``.
 
-Seed 003 §2.6 (min.insync.replicas): ``NOT_ENOUGH_REPLICAS`` is returned *before* the append
+docs/seeds.md#seed-003-2-6 (min.insync.replicas): ``NOT_ENOUGH_REPLICAS`` is returned *before* the append
 (ISR < Min ISR when the request arrives), ``NOT_ENOUGH_REPLICAS_AFTER_APPEND`` *after* the
-records were written to the leader's log; seed 003 §2.7 (HWM): such records "can get
+records were written to the leader's log; docs/seeds.md#seed-003-2-7 (HWM): such records "can get
 committed (despite having been negatively acknowledged) and read by consumers". A broker-side
 ``REQUEST_TIMED_OUT`` means the leader appended but the ISR did not confirm within the
 produce timeout, so it is also unknown.

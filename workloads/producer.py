@@ -10,10 +10,10 @@ the checker decides loss from the history alone, so
 * values are ``history.make_value(process, seq)``: unique and self-describing;
 * the completion comes from the delivery report, classified by :mod:`workloads.outcomes`
   (``ok`` with the acknowledged offset, ``fail`` only when the records were certainly not
-  appended, ``info`` otherwise — seed 003 §2.6/§2.7).
+  appended, ``info`` otherwise — docs/seeds.md#seed-003-2-6/§2.7).
 
 Defaults chosen for a fault harness, all overridable through ``extra_config``:
-``acks=all`` (seed 003 §2.5); ``retries=0`` when idempotence is off, so a rejected send is a
+``acks=all`` (docs/seeds.md#seed-003-2-5); ``retries=0`` when idempotence is off, so a rejected send is a
 definite failure (see the outcomes table); ``message.timeout.ms=30000`` and
 ``request.timeout.ms=10000`` so a partitioned leader turns into ``info`` outcomes within a
 run rather than after librdkafka's five-minute default.

@@ -8,7 +8,7 @@ Why these choices:
 - Host-level faults are the engine's own verbs: :meth:`kill` (a signal to the container's
   PID 1: with ``--init`` SIGKILL takes every process down at once, the container analogue
   of a power cut), :meth:`pause`/:meth:`unpause` (cgroup freezer: a stalled host whose
-  TCP connections stay open — the "zombie broker" of seed 002), :meth:`restart`.
+  TCP connections stay open — the "zombie broker" of docs/seeds.md#seed-002), :meth:`restart`.
 - Network faults go into the container's network namespace with ``nsenter -t <pid> -n``
   run **on the Docker host** (``run(..., net=True)`` / :meth:`net_exec`): the host's own
   iptables/tc act on the container's interfaces, so the container needs neither

@@ -7,7 +7,7 @@ Why these choices:
   right address. A *changed* key is refused even then.
 - Every argv element is ``shlex.quote``-d and the whole script runs under ``sh -c`` so the
   login shell of the lab user (bash, zsh, fish) cannot change its meaning.
-- A hard-rebooted host (the point of a reboot nemesis, seed 003 "broker epochs" / seed 002
+- A hard-rebooted host (the point of a reboot nemesis, docs/seeds.md#seed-003 "broker epochs" / docs/seeds.md#seed-002
   "incarnations": the host comes back as a new incarnation) drops the connection; the
   transport reconnects with tenacity's exponential backoff, and only connection errors
   are retried — a wrong key or host key fails at once with one line.

@@ -5,11 +5,11 @@ Why here and not in the checker: these are views for a person (what happened to 
 partition, in order), not verdicts. The checker's attribution already says which of them
 matter for each lost write; the report shows them all so the engineer can check it.
 
-Kafka terms as in seed 003: a partition with no leader (§2.8, "NoLeader" once the last ISR
+Kafka terms as in docs/seeds.md#seed-003: a partition with no leader (§2.8, "NoLeader" once the last ISR
 member is fenced) is unavailable for writes; AlterPartition is the leader's ISR change
-request (§2.9.2) which the controller may reject — with KIP-903 (seed 000, "Proposed
+request (§2.9.2) which the controller may reject — with KIP-903 (docs/seeds.md#seed-000, "Proposed
 Design") a stale broker epoch is rejected with INELIGIBLE_REPLICA (107). Leader choice per
-election (seed 004, "Leader Election Algorithm Changes"/"Eligibility Criteria") is shown
+election (docs/seeds.md#seed-004, "Leader Election Algorithm Changes"/"Eligibility Criteria") is shown
 with the winner's and candidates' local log start and size when the event carries them.
 """
 from __future__ import annotations
@@ -113,10 +113,10 @@ def _col(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name].map(clean).astype(object)
 
 
-# ---------------------------------------------------------------- seed 004 log info
+# ---------------------------------------------------------------- docs/seeds.md#seed-004 log info
 
 _BROKER_KEYS = ("broker", "broker_id", "id", "replica", "node")
-_LOG_FIELDS = (  # (label, candidate keys) — seed 004 LocalLogStartTimestamp / LocalLogSizeBytes
+_LOG_FIELDS = (  # (label, candidate keys) — docs/seeds.md#seed-004 LocalLogStartTimestamp / LocalLogSizeBytes
     ("log start", ("log_start_offset", "local_log_start_offset")),
     ("LEO", ("log_end_offset", "leo")),
     ("local log start ts", ("local_log_start_timestamp", "local_log_start_ts")),
@@ -174,7 +174,7 @@ def _fmt_candidates(cands: Any) -> str:
 
 
 def _winner_info(row: dict[str, Any]) -> str:
-    """The elected leader's local log (seed 004): from ``leader_*`` fields or its candidate entry."""
+    """The elected leader's local log (docs/seeds.md#seed-004): from ``leader_*`` fields or its candidate entry."""
     info = _log_info(row, prefix="leader_")
     if not info and isinstance(row.get("candidates"), (list, tuple)):
         for c in row["candidates"]:
@@ -207,7 +207,7 @@ def _broker_log_history(events: pd.DataFrame) -> dict[tuple[str, int], list[tupl
 
 def _took_over_logs(events: pd.DataFrame) -> dict[tuple[str, int, int], str]:
     """(partition, broker, leader epoch) -> the log a winner held as it took over: kraftsim's
-    broker-side ``became_leader`` (log start, LEO, local log size and start time, seed 004)."""
+    broker-side ``became_leader`` (log start, LEO, local log size and start time, docs/seeds.md#seed-004)."""
     out: dict[tuple[str, int, int], str] = {}
     df = _of(events, "became_leader")
     for r in records(df) if not df.empty else []:
@@ -296,7 +296,7 @@ def alter_partitions(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def broker_events(events: pd.DataFrame) -> pd.DataFrame:
-    """Registration, fencing and unfencing (seed 002/003 §1.2.2): context for elections."""
+    """Registration, fencing and unfencing (docs/seeds.md#seed-002/003 §1.2.2): context for elections."""
     names = ("broker_registered", "broker_fenced", "broker_unfenced", "self_fenced")
     if events.empty:
         return pd.DataFrame(columns=["t", "event", "broker", "broker_epoch", "detail"])

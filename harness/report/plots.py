@@ -2,7 +2,7 @@
 
 Why one figure with a shared time axis: the question a reviewer asks of a loss is "what
 happened just before it was acknowledged?" — faults, elections, ISR changes, AlterPartition
-answers (seed 000's race: a delayed AlterPartition accepted after a wipe; seed 003 §2.9.2)
+answers (docs/seeds.md#seed-000's race: a delayed AlterPartition accepted after a wipe; docs/seeds.md#seed-003-2-9-2)
 and the ack itself must line up vertically. Fault intervals are shaded across all panels.
 
 Why the size stays bounded: throughput is re-binned to at most ``MAX_POINTS`` points,

@@ -11,7 +11,7 @@ writes - first the loss story of each partition (what
 happened, in order, and the Kafka rule that let it through: checkers/stories.py), then per
 partition the writes, each with its mechanism and the raw evidence folded; the timeline
 (faults, throughput, ack latency, leaders, ISR, AlterPartition, lost writes at ack time);
-every other anomaly; availability; leader choices per election (seed 004); the events; how
+every other anomaly; availability; leader choices per election (docs/seeds.md#seed-004); the events; how
 to re-run. The story comes before the timeline so a reviewer's first screen says what
 happened.
 """

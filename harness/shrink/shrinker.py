@@ -392,6 +392,13 @@ class Shrinker:
         finally:
             self.judge.close()
 
+
+    def _gave_up(self, code: int, msg: str, src: Any) -> ShrinkResult:
+        """The original schedule did not lose writes by the wanted mechanism on replay: the
+        result line in shrink.json and the result, nothing shrunk."""
+        self.log.append({"type": "result", "code": code, "message": msg})
+        return ShrinkResult(code, msg, original_steps=len(src.steps), candidates=len(self.outcomes), runs=self.runs,
+                            wall_s=round(time.monotonic() - self.started, 1))
     def _search(self, src: SourceRun) -> ShrinkResult:
         assert self.log is not None
         exhausted = False
@@ -409,17 +416,11 @@ class Shrinker:
                 why = next((r.get("reason") for r in self.replays.get(rec["key"], []) if r.get("reason")), "")
                 msg = (f"inconclusive: the original {len(src.steps)}-step schedule lost no writes by {self.wanted} "
                        f"in {rec['replays_done']} replay(s), and in some its faults failed to apply: {why}")
-                self.log.append({"type": "result", "code": EXIT_INCONCLUSIVE, "message": msg})
-                return ShrinkResult(EXIT_INCONCLUSIVE, msg, original_steps=len(src.steps),
-                                    candidates=len(self.outcomes), runs=self.runs,
-                                    wall_s=round(time.monotonic() - self.started, 1))
+                return self._gave_up(EXIT_INCONCLUSIVE, msg, src)
             if not reproduced:
                 msg = (f"not reproducible in {self.opts.replays} replays: the original {len(src.steps)}-step schedule "
                        f"lost no writes by {self.wanted} on replay ({rec['replays_done']} run(s))")
-                self.log.append({"type": "result", "code": EXIT_NOT_REPRODUCIBLE, "message": msg})
-                return ShrinkResult(EXIT_NOT_REPRODUCIBLE, msg, original_steps=len(src.steps),
-                                    candidates=len(self.outcomes), runs=self.runs,
-                                    wall_s=round(time.monotonic() - self.started, 1))
+                return self._gave_up(EXIT_NOT_REPRODUCIBLE, msg, src)
             suspects = self.suspects(src)
             if suspects and len(suspects) < len(self.best):
                 self.progress.phase = "trying the faults around the loss"

@@ -2,8 +2,8 @@
 
 Why suites: a green nightly run is only believed by someone who has seen the same suite turn
 red on a configuration known to lose data. So a suite pairs every *fixed* configuration with
-its *vulnerable* control (seed 000 KIP-903 at metadata.version 3.4, seed 003 §2.4 Last Replica
-Standing before ELR, seed 001 unclean election) and says what each cell must show:
+its *vulnerable* control (docs/seeds.md#seed-000 KIP-903 at metadata.version 3.4, docs/seeds.md#seed-003-2-4 Last Replica
+Standing before ELR, docs/seeds.md#seed-001 unclean election) and says what each cell must show:
 
 - ``no-loss``: no acknowledged write lost and a valid history;
 - ``loss``: the known-bad control lost acknowledged writes (it *must*: a control that stops

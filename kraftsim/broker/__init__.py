@@ -6,7 +6,7 @@ name (docs/kraftsim.md, fidelity table), and a change to one of them touches one
 
 - ``server``: BrokerServer.scala - builds the parts, ``startup`` order, shutdown;
 - ``lifecycle``: BrokerLifecycleManager.scala - registration, heartbeats, the unfence handshake,
-  controlled shutdown (and seed 002's draft self-fencing, off by default);
+  controlled shutdown (and docs/seeds.md#seed-002's draft self-fencing, off by default);
 - ``metadata_publisher``: the broker's metadata listener and BrokerMetadataPublisher.scala -
   replays ``__cluster_metadata`` into the image, publishes it once startup allows;
 - ``replica_manager``: ReplicaManager.scala - the partitions of this broker, appendRecords /
@@ -16,7 +16,7 @@ name (docs/kraftsim.md, fidelity table), and a change to one of them touches one
 - ``fetcher``: ReplicaFetcherManager.scala / ReplicaFetcherThread.scala (AbstractFetcherThread) -
   follower fetching, truncation on a diverging epoch or an out-of-range offset, tiered start;
 - ``apis``: KafkaApis.scala - the client request handlers and the forwarding to controllers;
-- ``remote_log_manager``: RemoteLogManager.java - KIP-405 tiering, KIP-1023, seed 004's reports.
+- ``remote_log_manager``: RemoteLogManager.java - KIP-405 tiering, KIP-1023, docs/seeds.md#seed-004's reports.
 
 The parts reach each other through the :class:`~kraftsim.broker.server.BrokerServer` that built
 them (``b.lifecycle``, ``b.replica_manager``, ...), as Kafka's BrokerServer hands each manager

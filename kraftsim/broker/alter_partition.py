@@ -75,7 +75,7 @@ class AlterPartitionManager:
         """Propose an ISR change (Partition.prepareIsrExpand / prepareIsrShrink → submitAlterPartition).
 
         The leader's maximal ISR is the union of the committed and the proposed ISR until the
-        controller answers or newer metadata arrives (KIP-497, seed 003 §2.9.2). Broker epochs of
+        controller answers or newer metadata arrives (KIP-497, docs/seeds.md#seed-003-2-9-2). Broker epochs of
         the new ISR are taken now, as ``addBrokerEpochToIsr`` does.
         """
         own_epoch = self.b.lifecycle.broker_epoch

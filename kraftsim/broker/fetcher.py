@@ -62,7 +62,7 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcherThread:
-    """Pull-based replication from one leader broker (seed 003 §2.2)."""
+    """Pull-based replication from one leader broker (docs/seeds.md#seed-003-2-2)."""
 
     def __init__(self, broker: Any, leader: int) -> None:
         self.b = broker

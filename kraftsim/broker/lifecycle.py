@@ -6,7 +6,7 @@ with one connection of its own, so a proxy can delay it without the others. It o
 incarnation's broker epoch and whether the broker is unfenced (``serving``, the socket server's
 gate); everything else reads them here.
 
-Kafka brokers never fence themselves when the controller is unreachable. Seed 002's draft
+Kafka brokers never fence themselves when the controller is unreachable. docs/seeds.md#seed-002's draft
 self-fencing is modelled only behind ``seed002.self.fence.enable`` (default false): then, without
 an answered heartbeat for ``broker.self.fence.timeout.ms`` (default 2x the controller's session
 timeout), the broker stops leading and following.
@@ -30,7 +30,7 @@ class BrokerLifecycleManager:
         cfg = broker.cfg
         self.hb_s = int(cfg["broker.heartbeat.interval.ms"]) / 1000
         self.self_fence_s = cfg.self_fence_ms / 1000
-        # seed 002 (a draft Kafka never adopted): off unless asked for; read defensively so a
+        # docs/seeds.md#seed-002 (a draft Kafka never adopted): off unless asked for; read defensively so a
         # config without the key (older kraftsim/config.py) means "off", as in Kafka.
         self.self_fence_enabled = bool(cfg.values.get("seed002.self.fence.enable") or False)
         self.incarnation = uuid.uuid4()
@@ -114,7 +114,7 @@ class BrokerLifecycleManager:
                 pass
 
     def fence_self(self) -> None:
-        """Seed 002 (draft, not Kafka; only with ``seed002.self.fence.enable``): without controller
+        """docs/seeds.md#seed-002 (draft, not Kafka; only with ``seed002.self.fence.enable``): without controller
         contact a broker cannot know it still leads; stop."""
         self.self_fenced = True
         self.b.ev.emit("self_fenced", broker=self.b.node_id, broker_epoch=self.broker_epoch)

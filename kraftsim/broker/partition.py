@@ -7,7 +7,7 @@ map of partitions and the requests that reach them are the replica manager's
 (``replica_manager.py``), the AlterPartition channel the AlterPartitionManager's
 (``alter_partition.py``), the follower's fetching the fetcher's (``fetcher.py``).
 
-What it models (seed 003):
+What it models (docs/seeds.md#seed-003):
 - §2.2.2 the leader keeps per-follower state (fetch offset = follower LEO, broker epoch from
   Fetch ``ReplicaState.ReplicaEpoch``, last caught-up time);
 - §2.7 the HWM advances from the Maximal ISR and caught-up ISR-eligible replicas, and (Kafka
@@ -165,7 +165,7 @@ class Partition:
         me = self.b.node_id
         new_epoch = ps.leader_epoch != self.leader_epoch
         if ps.partition_epoch < self.partition_epoch and not new_epoch:
-            return  # an AlterPartition response already gave us a newer state (seed 003 §2.9.2)
+            return  # an AlterPartition response already gave us a newer state (docs/seeds.md#seed-003-2-9-2)
         newer = new_epoch or ps.partition_epoch > self.partition_epoch
         self.replicas = list(ps.replicas)
         self.isr, self.elr = list(ps.isr), list(ps.elr)
@@ -192,7 +192,7 @@ class Partition:
         self.check_waiters()
 
     def _become_leader(self, ps: PartitionState) -> None:
-        """Partition.makeLeader for a broker that was not the leader (seed 003 §2.10.1/§2.10.3):
+        """Partition.makeLeader for a broker that was not the leader (docs/seeds.md#seed-003-2-10/§2.10.3):
         stop fetching, fresh follower state (``Replica.resetReplicaState(isNewLeader = true)``),
         the LESO, maybe advance the HWM. It has no waiting produce requests: becoming follower
         or stopping completed them (ReplicaManager.completeDelayedFetchOrProduceRequests)."""
@@ -238,11 +238,11 @@ class Partition:
             self.b.alter_partition_manager.submit(self, [self.b.node_id], recovered=True)
 
     def _emit_became_leader(self) -> None:
-        """What the new leader holds, as it takes over (seed 004, "Tracking Local Log State").
+        """What the new leader holds, as it takes over (docs/seeds.md#seed-004, "Tracking Local Log State").
 
         The controller's ``leader_elected`` says who won; only the winner's own log says what it
         had: its log end offset (the LESO - every acknowledged offset at or past it is gone once
-        the followers truncate to it), the local log's size and start timestamp (seed 004's
+        the followers truncate to it), the local log's size and start timestamp (docs/seeds.md#seed-004's
         LocalLogSizeBytes / LocalLogStartTimestamp; the start timestamp is the first batch's max
         timestamp, the time index's first entry, -1 for an empty log). A wiped broker elected by
         the KIP-903 race shows log_end_offset 0 here.
@@ -258,7 +258,7 @@ class Partition:
                        local_log_start_timestamp=first_ts, leader_recovery_state=self.leader_recovery_state)
 
     def local_log_state(self, rid: int) -> tuple[int, int] | None:
-        """Seed 004's (LocalLogStartTimestamp, LocalLogSizeBytes) of replica ``rid`` as this leader
+        """docs/seeds.md#seed-004's (LocalLogStartTimestamp, LocalLogSizeBytes) of replica ``rid`` as this leader
         knows it; None when unknown (the controller then counts the replica as eligible).
 
         The seed adds both values to the follower's Fetch; kio's Fetch schema has no such fields,

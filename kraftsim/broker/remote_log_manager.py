@@ -1,4 +1,4 @@
-"""Broker side of tiered storage (KIP-405), KIP-1023 and seed 004's local-log report, as Kafka's
+"""Broker side of tiered storage (KIP-405), KIP-1023 and docs/seeds.md#seed-004's local-log report, as Kafka's
 RemoteLogManager.java (with the UnifiedLog and ReplicaManager hooks that use it).
 
 Why a module of its own: the broker's replica manager only asks "is this topic tiered?", "copy
@@ -17,11 +17,11 @@ RemoteLogManager schedules its own copy tasks, LogManager its retention task):
   RLMFollowerTask does);
 - KIP-1023 (``follower.fetch.last.tiered.offset.enable``): an empty follower of a tiered topic
   starts at the leader's last tiered offset + 1 instead of 0 — the conditions of
-  ReplicaFetcherThread.shouldFetchFromLastTieredOffset as seed 004 quotes them (feature on,
+  ReplicaFetcherThread.shouldFetchFromLastTieredOffset as docs/seeds.md#seed-004 quotes them (feature on,
   remote storage on for the topic, not compacted, replica empty, leader has data). The offset
   comes from the leader by ListOffsets LATEST_TIERED_TIMESTAMP (-5, KIP-1005; KIP-1023's
   EARLIEST_PENDING_UPLOAD_TIMESTAMP -6 is that + 1 and is answered too);
-- seed 004 (a proposal, not Kafka): which ISR members' local log state the leader reports.
+- docs/seeds.md#seed-004 (a proposal, not Kafka): which ISR members' local log state the leader reports.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class RemoteLogManager:
         self.follower_from_tiered = bool(v.get("follower.fetch.last.tiered.offset.enable"))
         self.task_s = int(v.get("remote.log.manager.task.interval.ms") or 1000) / 1000
         self.retention_s = int(v.get("log.retention.check.interval.ms") or 1000) / 1000
-        #: seed 004: (topic, partition) -> the local-log report last sent to the controller
+        #: docs/seeds.md#seed-004: (topic, partition) -> the local-log report last sent to the controller
         self.local_log_sent: dict[tuple[str, int], tuple] = {}
 
     # ------------------------------------------------------------------ configuration
@@ -121,7 +121,7 @@ class RemoteLogManager:
             return self.highest_offset(r) + 1 if self.enabled(r.topic) else -1
         return None
 
-    # ------------------------------------------------------------------ seed 004: a replica's local log
+    # ------------------------------------------------------------------ docs/seeds.md#seed-004: a replica's local log
 
     def batch_timestamp(self, r: Any, offset: int, end: int) -> int:
         """Max timestamp of the batch holding ``offset`` (-1 when ``offset`` >= ``end``: empty)."""
@@ -239,10 +239,10 @@ class RemoteLogManager:
         finally:
             client.close()
 
-    # ------------------------------------------------------------------ seed 004: reports to the controller
+    # ------------------------------------------------------------------ docs/seeds.md#seed-004: reports to the controller
 
     def seed004_configured(self, topic: str | None = None) -> bool:
-        """Seed 004's preference is on when either threshold is > 0 (topic config over broker)."""
+        """docs/seeds.md#seed-004's preference is on when either threshold is > 0 (topic config over broker)."""
         for k in ("leader.election.eligible.local.log.ms", "leader.election.eligible.local.log.bytes"):
             t = self.b.image.topics.get(topic) if topic else None
             v = t.configs[k] if t is not None and k in t.configs else self.b.cfg.values.get(k)
@@ -251,7 +251,7 @@ class RemoteLogManager:
         return False
 
     async def send_local_log_reports(self, client: Client) -> None:
-        """Seed 004, "Leader aggregates and reports": for each partition it leads, the local log
+        """docs/seeds.md#seed-004, "Leader aggregates and reports": for each partition it leads, the local log
         start timestamp and size of every ISR member, sent when they changed.
 
         The seed puts them in AlterPartition's NewIsrWithEpochs; kio's AlterPartition has no such

@@ -69,7 +69,7 @@ class ReplicaManager:
                 r.apply(ps)
 
     def stop_all(self, why: str) -> None:
-        """Every partition stops leading and following (seed 002's self-fencing only)."""
+        """Every partition stops leading and following (docs/seeds.md#seed-002's self-fencing only)."""
         for r in self.partitions.values():
             r.stop(why)
 
@@ -193,7 +193,7 @@ class ReplicaManager:
                 err = r.on_follower_fetch(rid, off, repoch)
                 if err is not ErrorCode.none:
                     return {**base, "error_code": err}, 0
-                # seed 004: the follower's local log start, from which the leader derives the local
+                # docs/seeds.md#seed-004: the follower's local log start, from which the leader derives the local
                 # log state the seed's new Fetch fields would carry (see Partition.local_log_state)
                 r.followers[rid].local_log_start_offset = int(getattr(pd, "log_start_offset", -1))
             base.update(high_watermark=r.hwm, last_stable_offset=r.hwm)

@@ -67,7 +67,7 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(self)
         self.alter_partition_manager = AlterPartitionManager(self)
         self.fetcher_manager = ReplicaFetcherManager(self)
-        self.rlm = RemoteLogManager(self)  # KIP-405 remote tier, KIP-1023, seed 004 reports
+        self.rlm = RemoteLogManager(self)  # KIP-405 remote tier, KIP-1023, docs/seeds.md#seed-004 reports
         self.apis = KafkaApis(self)
 
     # ------------------------------------------------------------------ shared by the parts

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -135,13 +136,39 @@ class QuorumClient:
         """Send ``req`` to the active controller, following NOT_CONTROLLER and lost connections
         to another controller until ``timeout``; a timeout or the last error is raised as
         ``wire.Client.request`` raises it, and the last NOT_CONTROLLER answer is returned."""
+        async def send(c: Client, deadline: float) -> Any:
+            return await c.request(req, timeout=max(0.05, deadline - time.monotonic()))
+        return await self._follow_controller(send, timeout)
+
+    async def request_built(self, builder: Any, timeout: float = 10.0) -> Any:
+        """Like :meth:`request`, for a request that is built per send: ``builder.build(version)``
+        at the highest version both sides know (``builder.latest_version`` and the controller's
+        ApiVersions on this connection), again for every re-send after NOT_CONTROLLER or a lost
+        connection - Kafka's channel keeps the request *builder* in its queue
+        (NodeToControllerQueueItem; ``requestQueue.putFirst`` on a disconnect or NOT_CONTROLLER) and
+        NetworkClient.doSend calls ``builder.build(version)`` on each send. A build that fails is
+        raised as ValueError (the caller's callback gets the error, as Kafka's does)."""
+        async def send(c: Client, deadline: float) -> Any:
+            versions = await c.api_versions(timeout=max(0.05, deadline - time.monotonic()))
+            lo_hi = versions.get(builder.api_key)
+            version = min(builder.latest_version, lo_hi[1]) if lo_hi else -1
+            if lo_hi is None or version < max(lo_hi[0], builder.oldest_version):
+                raise ValueError(f"api {builder.api_key}: no version both sides support "
+                                 f"(ours up to {builder.latest_version}, the controller's {lo_hi})")
+            req = builder.build(version)
+            return await c.request(req, timeout=max(0.05, deadline - time.monotonic()))
+        return await self._follow_controller(send, timeout)
+
+    async def _follow_controller(self, send: Callable[[Client, float], Awaitable[Any]], timeout: float) -> Any:
+        """The channel's one retry loop (Kafka's NodeToControllerRequestThread): ``send`` on the
+        connection to the controller the locator names; a lost connection or a NOT_CONTROLLER
+        answer moves to the hinted leader (or the next controller) until the deadline."""
         deadline = time.monotonic() + timeout
         while True:
             c = self._client()
             address = (c.host, c.port)
-            left = deadline - time.monotonic()
             try:
-                resp = await c.request(req, timeout=max(0.05, left))
+                resp = await send(c, deadline)
             except (OSError, ConnectionError, asyncio.TimeoutError):
                 self.close()
                 if self.observer:
@@ -158,48 +185,6 @@ class QuorumClient:
                 return resp
             if not hinted:
                 self.locator.failed(address)  # no hint: ask the next controller
-            if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
-                return resp
-            await asyncio.sleep(RETRY_BACKOFF_S)
-
-    async def request_built(self, builder: Any, timeout: float = 10.0) -> Any:
-        """Like :meth:`request`, for a request that is built per send: ``builder.build(version)``
-        at the highest version both sides know (``builder.latest_version`` and the controller's
-        ApiVersions on this connection), again for every re-send after NOT_CONTROLLER or a lost
-        connection - Kafka's channel keeps the request *builder* in its queue
-        (NodeToControllerQueueItem; ``requestQueue.putFirst`` on a disconnect or NOT_CONTROLLER) and
-        NetworkClient.doSend calls ``builder.build(version)`` on each send. A build that fails is
-        raised as ValueError (the caller's callback gets the error, as Kafka's does)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            c = self._client()
-            address = (c.host, c.port)
-            left = deadline - time.monotonic()
-            try:
-                versions = await c.api_versions(timeout=max(0.05, left))
-                lo_hi = versions.get(builder.api_key)
-                version = min(builder.latest_version, lo_hi[1]) if lo_hi else -1
-                if lo_hi is None or version < max(lo_hi[0], builder.oldest_version):
-                    raise ValueError(f"api {builder.api_key}: no version both sides support "
-                                     f"(ours up to {builder.latest_version}, the controller's {lo_hi})")
-                req = builder.build(version)
-                resp = await c.request(req, timeout=max(0.05, deadline - time.monotonic()))
-            except (OSError, ConnectionError, asyncio.TimeoutError):
-                self.close()
-                if self.observer:
-                    self.locator.failed(address)
-                if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
-                    raise
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
-            refused, leader, epoch = not_controller(resp)
-            hinted = leader >= 0 and leader in self.locator.voters
-            if hinted:
-                self.locator.leader_hint(leader, epoch)
-            if not refused:
-                return resp
-            if not hinted:
-                self.locator.failed(address)
             if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
                 return resp
             await asyncio.sleep(RETRY_BACKOFF_S)

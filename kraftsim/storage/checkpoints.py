@@ -10,7 +10,7 @@ The clean-shutdown marker carries the broker epoch of the session that shut down
 Kafka's ``CleanShutdownFileHandler`` does (``{"version":0,"brokerEpoch":N}``): on restart the
 broker sends it as BrokerRegistration's PreviousBrokerEpoch, and a missing or stale value tells
 the controller the restart was unclean (the KIP-966 fix for the Last Replica Standing issue of
-seed 003 §2.4.1).
+docs/seeds.md#seed-003-2-4-1).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The leader-epoch cache of one partition (Kafka's ``LeaderEpochFileCache``).
 
 Why: followers detect log divergence by asking the leader for the end offset of their last
-fetched epoch (OffsetsForLeaderEpoch / Fetch ``DivergingEpoch``, seed 003 §2.2.2 "last fetch
+fetched epoch (OffsetsForLeaderEpoch / Fetch ``DivergingEpoch``, docs/seeds.md#seed-003-2-2-2 "last fetch
 leader epoch ... required to detect log divergence"). The cache maps each leader epoch to the
 first offset written in it and is persisted in ``leader-epoch-checkpoint`` whenever it changes.
 """

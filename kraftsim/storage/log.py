@@ -1,6 +1,6 @@
 """``PartitionLog``: the local log of one ``<topic>-<partition>`` replica, stored like Kafka's.
 
-What it models (seed 003 §2.2.2, §2.4.1 note, §2.7):
+What it models (docs/seeds.md#seed-003-2-2-2, §2.4.1 note, §2.7):
 - the LEO, the log start offset, and the leader-epoch cache used for divergence detection;
 - asynchronous storage: appends go to the OS page cache with no fsync. ``flush()`` fsyncs and is
   the ONLY thing that advances the recovery point; it runs every ``log.flush.interval.messages``
@@ -434,7 +434,7 @@ class PartitionLog:
             return self._segments[i].read_all()
 
     def bytes_between(self, start: int, end: int) -> int:
-        """Bytes of the local batches lying wholly in [start, end) (seed 004's local log size of a
+        """Bytes of the local batches lying wholly in [start, end) (docs/seeds.md#seed-004's local log size of a
         replica whose log runs from ``start`` to ``end``)."""
         with self._lock:
             total = 0
@@ -454,7 +454,7 @@ class PartitionLog:
         return max((h.max_timestamp for h in records.iter_batches(data, 0, check_crc=False)), default=-1)
 
     def local_log_start_timestamp(self) -> int:
-        """Seed 004's LocalLogStartTimestamp: the time index's first entry for the local log start
+        """docs/seeds.md#seed-004's LocalLogStartTimestamp: the time index's first entry for the local log start
         (the first batch's max timestamp); -1 for an empty log."""
         with self._lock:
             for seg in self._segments:
@@ -494,7 +494,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int, reason: str = "truncate_to") -> None:
-        """Remove everything at and after ``offset`` (follower divergence, seed 003 §2.2.2).
+        """Remove everything at and after ``offset`` (follower divergence, docs/seeds.md#seed-003-2-2-2).
 
         Truncation happens at a batch boundary: a batch containing ``offset`` is removed whole,
         so the LEO afterwards is that batch's base offset.

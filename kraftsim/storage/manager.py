@@ -1,6 +1,6 @@
 """``LogManager``: a broker's log dirs — identity, clean-shutdown detection, checkpoints, logs.
 
-Why it exists: whether a restart was clean decides everything in seed 003's Last Replica
+Why it exists: whether a restart was clean decides everything in docs/seeds.md#seed-003's Last Replica
 Standing issue (§2.4.1 note). Like Kafka's LogManager, a log dir whose ``.kafka_cleanshutdown``
 marker is present is trusted as-is; otherwise every partition in it is recovered from its
 recovery point. The marker is removed once the logs are loaded, so a crash from then on is

@@ -4,7 +4,7 @@ Why exact bytes: a fault tool that cuts or corrupts real Kafka segments must do 
 kraftsim, and real clients (librdkafka) send and receive these batches unchanged. The broker
 hot path never touches individual records: ``iter_batches`` reads fixed-offset header fields
 and ``rewrite_batch`` patches baseOffset / partitionLeaderEpoch and recomputes one CRC32C over
-the batch (seed 003 §2.2.2: "each record (batch) has an associated offset and the leader epoch
+the batch (docs/seeds.md#seed-003-2-2-2: "each record (batch) has an associated offset and the leader epoch
 at the time it was written to the leader's log").
 
 Layout (big-endian, offsets in bytes)::

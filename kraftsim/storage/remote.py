@@ -1,6 +1,6 @@
 """The remote log tier (KIP-405): a directory standing in for object storage.
 
-Why a directory: seed 004's question is which replica a controller elects when one replica's
+Why a directory: docs/seeds.md#seed-004's question is which replica a controller elects when one replica's
 *local* log is short because the older data lives only in the remote tier (KIP-1023). kraftsim
 needs just enough of KIP-405 for that: the leader copies closed segments to a store every broker
 can read, replicas delete local segments already tiered beyond local retention, and reads below

@@ -3,7 +3,7 @@
 Ordering is preserved per connection: frames from a broker go through one queue, and a
 frame waits for the one before it, so holding an AlterPartition also holds whatever the
 same broker sends after it *on that connection* (in Kafka and kraftsim AlterPartition has
-its own channel, so heartbeats and metadata keep flowing - seed 003 §2.9.2).
+its own channel, so heartbeats and metadata keep flowing - docs/seeds.md#seed-003-2-9-2).
 
 With a controller quorum the proxy listens once per controller (``--upstream`` lists them, in
 the order of the listeners), so each DNAT rule or broker config keeps its controller apart and
@@ -13,7 +13,7 @@ AlterPartition was bound for dies, the proxy closes the broker's connection as t
 controller would; Kafka's broker then sends the same request again, to the controller it
 now believes active (NodeToControllerRequestThread.handleResponse, ``wasDisconnected``:
 ``putFirst(queueItem)``). That copy joins the same hold and leaves it on release - towards
-the *new* controller, which is seed 000's step 6 through a real controller failover.
+the *new* controller, which is docs/seeds.md#seed-000's step 6 through a real controller failover.
 
 Control is a directory the nemesis writes through the transport (works on any host):
 ``control.json`` (re-read when it changes) and ``status.json`` (written by the proxy).
@@ -235,7 +235,7 @@ class Proxy:
             self.log.emit("proxy_decode_error", api_key=req.api_key, api_version=req.api_version, error=str(e))
             return
         if req.api_key == codec.BROKER_HEARTBEAT:
-            # seed 002 / 003 §1.2.2: the controller unfences a registered broker via the
+            # docs/seeds.md#seed-002 / 003 §1.2.2: the controller unfences a registered broker via the
             # heartbeat response; a new incarnation becomes eligible for the ISR only then
             b = int(req.body.broker_id)
             if int(resp.error_code) == 0 and not bool(resp.is_fenced):

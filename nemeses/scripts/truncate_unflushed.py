@@ -11,7 +11,7 @@ against Kafka's real on-disk formats:
   each starting ``baseOffset int64, batchLength int32`` (the batch is 12 + batchLength
   bytes), ``lastOffsetDelta int32`` at byte 23.
 
-Why this is a page-cache loss (seed 000's opening paragraph; seed 003's Last Replica
+Why this is a page-cache loss (docs/seeds.md#seed-000's opening paragraph; docs/seeds.md#seed-003's Last Replica
 Standing): what the broker wrote but did not fsync lived only in the page cache; a crash
 loses it. The cut must never remove what Kafka had fsynced, or a red run would blame Kafka
 for a loss a real power cut could not cause. Where that point lies depends on who wrote the

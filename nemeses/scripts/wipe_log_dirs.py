@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replace a stopped Kafka broker's disk: empty its log dirs, keep who it is.
 
-Runs ON the Kafka host, stdlib only (``python3 -`` through the transport). Seed 000 step 4
+Runs ON the Kafka host, stdlib only (``python3 -`` through the transport). docs/seeds.md#seed-000 step 4
 ("the disk has been replaced (all of the previous states have been lost)"): every file in
 each log dir is removed, then ``meta.properties`` is written again with the same
 ``node.id`` and ``cluster.id`` (so the broker may rejoin its cluster, as after a real disk

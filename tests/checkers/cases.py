@@ -366,7 +366,7 @@ def build_table() -> HistoryBuilder:
             clean_shutdown=False)
     b.event("broker-1", 3.2, "truncation", role="broker", node=2, topic="lost-read-past", partition=0,
             from_offset=3, to_offset=1, reason="leader_epoch_change")
-    # the winner's side (seed 004): its log ends at 1, below the lost offset 1's end - it never had it;
+    # the winner's side (docs/seeds.md#seed-004): its log ends at 1, below the lost offset 1's end - it never had it;
     # a takeover 0.5 s before the ack (inside the clock slack) lacked the write too, but removed nothing
     b.event("broker-2", 3.05, "became_leader", role="broker", node=2, topic="lost-read-past", partition=0,
             broker=2, leader_epoch=3, log_start_offset=0, log_end_offset=1, hwm=1, local_log_size_bytes=70,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +20,7 @@ import pytest
 from checkers import kafkalog
 from checkers.kafkalog import log4j, statements
 from checkers.kafkalog.assemble import Assembler
+from tests.support.tarballs import unpack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KAFKA_RUN = FIXTURES / "kafka-logs" / "kip903-off"
@@ -35,9 +35,7 @@ _EXTRA = {"controller_activated", "became_leader", "leader_isr"}
 def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:
     rd = dest / "kraftsim"
     rd.mkdir(parents=True)
-    with tarfile.open(FIXTURES / f"{name}.tar.gz") as tf:
-        tf.extractall(rd, filter="data")
-    return rd
+    return unpack(FIXTURES / f"{name}.tar.gz", rd)
 
 
 def _kafka_run(dest: Path, kraftsim_dir: Path, name: str = "kip903-off") -> Path:

@@ -4,17 +4,17 @@ The fixtures are the checker inputs of two real ``faultline run campaigns/kip-90
 (run.json, history, timeline, observer, cluster and proxy event logs; cluster data dirs left
 out), taken at 06:40 UTC on 2026-11-22:
 * ``kip903-off``: kip903.enabled=false, expect loss - the wiped broker 2 was admitted to the ISR
-  by the delayed AlterPartition and elected after broker 1 was killed (seed 000);
+  by the delayed AlterPartition and elected after broker 1 was killed (docs/seeds.md#seed-000);
 * ``kip903-on``: kip903.enabled=true, expect no-loss - the controller answered INELIGIBLE_REPLICA.
 """
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from checkers.job import check_run
+from tests.support.tarballs import unpack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -22,9 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _unpack(name: str, dest: Path) -> Path:
     rd = dest / name
     rd.mkdir(parents=True)
-    with tarfile.open(FIXTURES / f"{name}.tar.gz") as tf:
-        tf.extractall(rd, filter="data")
-    return rd
+    return unpack(FIXTURES / f"{name}.tar.gz", rd)
 
 
 @pytest.mark.timeout(1500)

@@ -226,7 +226,7 @@ def test_ack_below_min_isr(spark, tmp_path):
 # ------------------------------------------------------------------ which KIP-903 gate was in force
 
 def stale_alter_partition(b: HistoryBuilder, t: str) -> None:
-    """Seed 000's pattern: broker 2's disk is wiped, a delayed AlterPartition from leader 1 puts it
+    """docs/seeds.md#seed-000's pattern: broker 2's disk is wiped, a delayed AlterPartition from leader 1 puts it
     back into the ISR, leader 1 is killed and the empty broker 2 is elected."""
     b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
             isr=[1, 2], elr=[], reason="initial")

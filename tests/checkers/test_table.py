@@ -78,7 +78,7 @@ def test_attribution_names_fault_election_alterpartition_and_truncation(table_ru
     assert any("alter_partition" in e and "accepted=true" in e for e in row["alter_partition"])
     assert any("broker_registered" in e and "broker_epoch=7" in e for e in row["broker_events"])
     assert any("truncation" in e and "to_offset=1" in e for e in row["removed_by"])
-    # the winner's own log (seed 004 fields) is part of the election, and it never had offset 1;
+    # the winner's own log (docs/seeds.md#seed-004 fields) is part of the election, and it never had offset 1;
     # the takeover before the ack is an election in the window but removed nothing
     assert any("became_leader @broker-2/2" in e and "log_end_offset=1" in e and "local_log_size_bytes=70" in e
                for e in row["elections"]), row["elections"]

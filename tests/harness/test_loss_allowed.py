@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import tarfile
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from checkers.session import make_session
 from harness.campaign import load_campaign
 from harness.suite.runner import SuiteRunner
 from harness.suite.spec import load_suite
+from tests.support.tarballs import unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "checkers" / "fixtures" / "kip903-off.tar.gz"
@@ -71,8 +71,7 @@ def test_loss_allowed_cell_with_a_loss_no_setting_allows_is_unexpected_everywher
     # the cell's run: the real KIP-903 histories, with the run.json a run of this cell writes
     run_dir = runner.runs / "kip903-off"
     run_dir.mkdir(parents=True)
-    with tarfile.open(FIXTURE) as tf:
-        tf.extractall(run_dir, filter="data")
+    unpack(FIXTURE, run_dir)
     camp = load_campaign(cell.campaign, overrides=cell.overrides, seed=cell.seed)
     run = json.loads((run_dir / "run.json").read_text())
     run.update(camp.expectation.to_json())          # as Runner.write_run_json writes it

@@ -2,19 +2,19 @@
 the known-bad controls really lose acknowledged writes.
 
 Why this is the test that matters: the fixed cells' "no loss" means something only while the
-vulnerable cells of the same scenarios lose data - KIP-903 at metadata.version 3.4 (seed 000),
-Last Replica Standing before ELR (seed 003 §2.4), unclean election enabled (seed 001, KIP-704,
+vulnerable cells of the same scenarios lose data - KIP-903 at metadata.version 3.4 (docs/seeds.md#seed-000),
+Last Replica Standing before ELR (docs/seeds.md#seed-003-2-4), unclean election enabled (docs/seeds.md#seed-001, KIP-704,
 a loss the configuration allows). It runs the real suite command: real kraftsim clusters,
 iptables partitions, librdkafka producers, one Spark session judging every run.
 
-Seed 000 runs through a real controller failover (``controller-failover``): the held
+docs/seeds.md#seed-000 runs through a real controller failover (``controller-failover``): the held
 AlterPartition is answered by a *new* active controller, elected by the Raft quorum after the
 one it was sent to was killed. For that pair the test reads the proxy's and the controllers'
 own events: the answer came from another controller than the one the request was held for,
 that controller was elected between hold and release, and it accepted the stale request at
 3.4 but answered INELIGIBLE_REPLICA (107) at 4.1. Every cell runs three controllers.
 
-The leader-choice pair (seed 004, KIP-1023) is read the same way: the wiped follower restarted
+The leader-choice pair (docs/seeds.md#seed-004, KIP-1023) is read the same way: the wiped follower restarted
 from the last tiered offset, and with the preference on the long-log replica was elected.
 """
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_seeds_suite(tmp_path: Path) -> None:
     for name, r in cells.items():
         ctl = sorted(p.name for p in (Path(r["run_dir"]) / "cluster").glob("controller*.properties"))
         assert ctl == ["controller-1.properties", "controller-2.properties", "controller-3.properties"], (name, ctl)
-    # seed 000 through a real controller failover: the answer came from the new controller
+    # docs/seeds.md#seed-000 through a real controller failover: the answer came from the new controller
     for name, accepted in (("controller-failover/vulnerable-3.4", True), ("controller-failover/fixed-4.1", False)):
         run_dir = Path(cells[name]["run_dir"])
         hold, elected, answer = _failover_answer(run_dir)
@@ -115,9 +115,9 @@ def test_seeds_suite(tmp_path: Path) -> None:
             assert answer["error_code"] == 107 and answer["error"] == "INELIGIBLE_REPLICA", answer
     assert cells["controller-failover/vulnerable-3.4"]["mechanisms"] == {"stale_alter_partition_readmit":
                                                                         cells["controller-failover/vulnerable-3.4"]["lost"]}, summary
-    # seed 004 with KIP-1023: the wiped follower X re-bootstrapped from the last tiered offset
+    # docs/seeds.md#seed-004 with KIP-1023: the wiped follower X re-bootstrapped from the last tiered offset
     # and had the short local log when the leader died. Preference on: the replica elected is
-    # the long-log one, eligible by seed 004's rule; off (Kafka's behaviour): no preference used.
+    # the long-log one, eligible by docs/seeds.md#seed-004's rule; off (Kafka's behaviour): no preference used.
     x, el, won = _election_after_wipe(Path(cells["leader-choice/preference-on"]["run_dir"]))
     assert el["leader"] != x, el
     pref = el["local_log_preference"]

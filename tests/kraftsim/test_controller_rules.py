@@ -1,9 +1,9 @@
 """The controller's rules, driven in-process through its real request handlers (no sockets).
 
 Fast, deterministic companions to the end-to-end tests: the same kio request objects a broker
-sends, the same metadata log on disk. They pin down seed 003 §2.9.2 (AlterPartition checks),
-seed 000 (KIP-903 INELIGIBLE_REPLICA only with v3 and the switch on; metadata.version < 3.5
-turns it off), seed 001 (KIP-704 RECOVERING rules), KIP-966 (ELR on fencing, unclean restart)
+sends, the same metadata log on disk. They pin down docs/seeds.md#seed-003-2-9-2 (AlterPartition checks),
+docs/seeds.md#seed-000 (KIP-903 INELIGIBLE_REPLICA only with v3 and the switch on; metadata.version < 3.5
+turns it off), docs/seeds.md#seed-001 (KIP-704 RECOVERING rules), KIP-966 (ELR on fencing, unclean restart)
 and the replay of the persisted log by a new controller.
 """
 from __future__ import annotations

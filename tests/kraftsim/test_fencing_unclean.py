@@ -1,11 +1,11 @@
-"""Unclean election (KIP-704) and self-fencing (seed 002).
+"""Unclean election (KIP-704) and self-fencing (docs/seeds.md#seed-002).
 
 1. Two topics on one cluster, replicas [1, 2, 3], leader 1, min ISR 2: ``uoff`` with
    ``unclean.leader.election.enable=false`` and ``uon`` with it true (a topic-level override, as
    in Kafka). Broker 3 falls out of the ISR (SIGKILL), writes go on, then 2 and 1 die. When 3
    alone returns, only ``uon`` elects it, marked RECOVERING (1) first and RECOVERED (0) after
    the leader's AlterPartition; ``uoff`` stays leaderless.
-2. With seed 002's draft switched on (``seed002.self.fence.enable=true``; Kafka brokers never
+2. With docs/seeds.md#seed-002's draft switched on (``seed002.self.fence.enable=true``; Kafka brokers never
    fence themselves): the leader of a partition is cut from the controller only: it fences
    itself, the controller fences it and elects another leader, and every acknowledged write is
    still there.

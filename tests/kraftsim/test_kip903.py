@@ -1,4 +1,4 @@
-"""The KIP-903 race (seed 000, "Proposed Design" steps 1-6), scripted.
+"""The KIP-903 race (docs/seeds.md#seed-000, "Proposed Design" steps 1-6), scripted.
 
 Two replicas A (broker 1, leader) and B (broker 2), min ISR 1. B is out of the ISR; A's
 AlterPartition adding B is held in a relay in front of the controller (step 1); B hard-fails
@@ -84,7 +84,7 @@ def test_kip903_race(kraftsim_cluster, kip903):
             assert ap["accepted"] is True and ap["version"] == 3 and "2" not in ap["broker_epochs"]
             el = c.wait_event(lambda e: e["event"] == "leader_elected" and e["topic"] == "k" and e["leader"] == 2, after=t3)
             assert el["isr"] == [2]
-            # the winner's own side of the election (seed 004): it took over with an empty log
+            # the winner's own side of the election (docs/seeds.md#seed-004): it took over with an empty log
             took = c.wait_event(lambda e: e["event"] == "became_leader" and e["topic"] == "k"
                                 and e["leader_epoch"] == el["leader_epoch"], name="broker-2", after=t3)
             assert (took["broker"], took["log_end_offset"], took["local_log_size_bytes"],

@@ -1,4 +1,4 @@
-"""Last Replica Standing (seed 003 §2.4 note, KIP-966 ELR).
+"""Last Replica Standing (docs/seeds.md#seed-003-2-4 note, KIP-966 ELR).
 
 RF 3, min ISR 2, leader A (broker 1), followers B (2) and C (3). Writes are acknowledged while
 the ISR has >= 2 members. B, then C, are cut from the controller only (a relay in front of

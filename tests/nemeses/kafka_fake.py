@@ -4,7 +4,7 @@ FAKE, and why: the proxy must be tested before kraftsim (the real target) is ava
 without the timing noise of a whole cluster. This controller answers BrokerRegistration
 (62), BrokerHeartbeat (63) and AlterPartition (56, v2/v3) over real TCP with real
 kio-encoded frames; with ``kip903=True`` it rejects an AlterPartition whose new ISR carries
-a stale broker epoch with INELIGIBLE_REPLICA, as seed 000's controller does. Any other API
+a stale broker epoch with INELIGIBLE_REPLICA, as docs/seeds.md#seed-000's controller does. Any other API
 key is echoed back verbatim, so byte-for-byte passthrough can be checked.
 """
 from __future__ import annotations

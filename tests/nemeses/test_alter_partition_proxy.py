@@ -69,7 +69,7 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
     try:
         e1, e2 = life1.register(), life2.register()
         rec = nem.start(["b2"], partition=0, then_delay_ms=800)   # until X (=2) is back and unfenced
-        ap1.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)    # leader 1 adds 2 (seed 000 step 1)
+        ap1.send_alter_partition(TOPIC, 0, {1: e1, 2: e2}, e1)    # leader 1 adds 2 (docs/seeds.md#seed-000 step 1)
         assert nem.wait(lambda: nem.is_held(rec), timeout=5)
         # while held: heartbeats on the lifecycle channel keep flowing, and other APIs pass
         # byte for byte (the fake echoes unknown API keys)
@@ -80,7 +80,7 @@ def test_hold_until_x_reregisters_while_heartbeats_flow(rig, tmp_path, kip903):
         with pytest.raises(socket.timeout):
             ap1.recv(56, 3, timeout=0.5)
         assert not any(e[0] == "alter_partition" for e in ctl.log), "the controller saw the held request"
-        # seed 000 steps 2-5: X fails and comes back (new broker epoch) -> the condition releases
+        # docs/seeds.md#seed-000 steps 2-5: X fails and comes back (new broker epoch) -> the condition releases
         life2.close()
         life2 = BrokerClient(addr, 2)
         new_e2 = life2.register()
@@ -250,7 +250,7 @@ def test_a_held_request_follows_the_broker_to_the_next_controller(tmp_path):
         with pytest.raises(socket.timeout):
             ap2.recv(56, 3, timeout=0.7)
         assert nem.is_held(rec) and not any(e[0] == "alter_partition" for e in c2.log)
-        # X comes back and registers with controller 2 first (seed 000, step 5)
+        # X comes back and registers with controller 2 first (docs/seeds.md#seed-000, step 5)
         x = BrokerClient(l2, 2)
         clients.append(x)
         new_e2 = x.register()

@@ -143,7 +143,7 @@ def test_hold_alter_partition_on_kraftsim(cluster, tmp_path):
         wait_for(lambda: nem.status().get("counts", {}).get("63", 0) > 6, 20, "heartbeats through the proxy")
         rec = nem.start([xname], partition=0, max_hold_s=60)
         node = cluster.nodes[xname]
-        node.stop_service(9)                                   # X hard-fails (seed 000 step 2)
+        node.stop_service(9)                                   # X hard-fails (docs/seeds.md#seed-000 step 2)
         wait_for(lambda: x not in partition_state(cluster, "hold").get("isr", [x]), 30, "X leaves the ISR")
         node.start_service()                                   # X comes back, catches up...
         wait_for(lambda: nem.is_held(rec), 45, "the AlterPartition re-adding X is held")

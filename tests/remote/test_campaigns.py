@@ -50,7 +50,7 @@ def check_run(run_dir: Path, transport: str, inventory: Path) -> None:
     kills = [e for e in timeline if e.get("kind") == "nemesis" and e.get("fault") == "kill"]
     assert {(k["fault"], k["phase"]) for k in kills} >= {("kill", "start"), ("kill", "stop")}
     ctl_events = (run_dir / "cluster-logs" / "controller" / "events.jsonl").read_text()
-    # every kill led to a re-registration with a new broker epoch (seed 003: broker epochs)
+    # every kill led to a re-registration with a new broker epoch (docs/seeds.md#seed-003: broker epochs)
     regs = [json.loads(ln) for ln in ctl_events.splitlines() if '"broker_registered"' in ln]
     assert len(regs) >= 3 + sum(1 for k in kills if k["phase"] == "start")
 

@@ -4,7 +4,7 @@ Synthetic on purpose: the report only reads files, so hand-written files in
 the shared run-directory contract exercise it fully and make the expected numbers known
 exactly. Only the evidence is hand-written: whether it meets the run's expectation is decided
 by the checker's own decision (:func:`checkers.outcome.decide`, :func:`decide_verdict`), as
-check_run does, so the report is tested against what the checker would write. The loss run tells seed 000's story: broker 2's disk is wiped, a delayed
+check_run does, so the report is tested against what the checker would write. The loss run tells docs/seeds.md#seed-000's story: broker 2's disk is wiped, a delayed
 AlterPartition re-admits it, the leader dies, broker 2 is elected with an empty log and
 three acknowledged writes are gone; one later AlterPartition is rejected with
 INELIGIBLE_REPLICA (107).
@@ -207,7 +207,7 @@ def make_loss_run(root: Path, *, expect: str = "no-loss", run_id: str = "2026111
         ev(21.0, 2, "broker", "recovery", topic=TOPIC, partition=2, recovery_point=0, log_end_offset=0,
            truncated_bytes=0, reason="disk_wiped"),
     ])
-    _jsonl(d / "cluster-logs" / "broker-1" / "events.jsonl", [   # the unclean winner's own side (seed 004)
+    _jsonl(d / "cluster-logs" / "broker-1" / "events.jsonl", [   # the unclean winner's own side (docs/seeds.md#seed-004)
         ev(34.95, 1, "broker", "became_leader", topic=TOPIC, partition=0, broker=1, leader_epoch=3,
            log_start_offset=0, log_end_offset=1190, hwm=1100, local_log_size_bytes=153_600,
            local_log_start_timestamp=1_763_000_000_000, leader_recovery_state=1),

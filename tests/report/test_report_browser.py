@@ -63,12 +63,12 @@ def test_loss_report_shows_lost_writes(results: Path, open_page, tmp_path: Path)
     assert page.inner_text("#alters-rejected") == "1"
     svg_text = page.eval_on_selector("#timeline ~ svg.plot", "s => s.textContent")   # after the lost writes
     assert "INELIGIBLE_REPLICA (107)" in svg_text and "lost write (at ack time)" in svg_text
-    # seed 004: the winner's and candidates' local log in the election table
+    # docs/seeds.md#seed-004: the winner's and candidates' local log in the election table
     elections = page.inner_text("#election-table")
     assert "unclean" in elections and "local log bytes 185.5 KiB" in elections
     rows = {(r[0], r[1]): r for r in _table(page, "#election-table")}
     # faultline-1's event carries the winner's log; faultline-2's winner is known from its own
-    # broker's recovery event: the wiped, empty broker 2 won (seed 000's race)
+    # broker's recovery event: the wiped, empty broker 2 won (docs/seeds.md#seed-000's race)
     assert rows[("32.3", f"{TOPIC}@1")][9] == "log start 0, LEO 0, local log bytes 0 B"
     assert rows[("32.3", f"{TOPIC}@2")][9] == "LEO 0 after recovery (disk_wiped) at t=21.000"
     # the unclean winner of partition 0 reported its log on taking over (epoch 3, not epoch 9)

@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness.report import write_index, write_report
 from tests.report.runs import TOPIC, make_clean_run, make_loss_run
+from tests.support.tarballs import unpack
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "checkers" / "fixtures" / "kip903-off.tar.gz"
@@ -36,8 +36,7 @@ def _artefacts(tmp_path: Path) -> Path:
 def kip903_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rd = tmp_path_factory.mktemp("kip903") / "kip903-off"
     rd.mkdir()
-    with tarfile.open(FIXTURE) as tf:
-        tf.extractall(rd, filter="data")
+    unpack(FIXTURE, rd)
     p = subprocess.run([sys.executable, "-m", "checkers", str(rd)], cwd=REPO, capture_output=True, text=True,
                        timeout=1200)
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-3000:])     # expect: loss, as expected

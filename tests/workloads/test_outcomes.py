@@ -2,7 +2,7 @@
 
 Uses real confluent_kafka.KafkaError objects (what the delivery callback receives).
 Known-bad controls: NOT_ENOUGH_REPLICAS_AFTER_APPEND and REQUEST_TIMED_OUT were appended on
-the leader (seed 003 §2.6/§2.7) and must never be recorded as ``fail``.
+the leader (docs/seeds.md#seed-003-2-6/§2.7) and must never be recorded as ``fail``.
 """
 from __future__ import annotations
 

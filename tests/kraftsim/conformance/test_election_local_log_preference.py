@@ -1,4 +1,4 @@
-"""Seed 004 (a KIP under discussion, NOT Kafka): prefer replicas with enough local log.
+"""docs/seeds.md#seed-004 (a KIP under discussion, NOT Kafka): prefer replicas with enough local log.
 
 The cases are the seed's own ("Eligibility Criteria" example, "either condition", "unknown
 counts as eligible", "no hard block", "off by default"), driven through kraftsim's controller:
