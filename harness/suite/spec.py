@@ -288,7 +288,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                         ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
                         ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
                         ([f"require_errors=[{', '.join(require)}]"] if require else []) + \
-                        [f"{k}=[{', '.join(v)}]" for k, v in anomalies.items() if v]
+                        _anomaly_overrides(anomalies)
                     if validate_campaigns:
                         _validate_cell(c, p, camp, ov, seed)
                     cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
@@ -300,6 +300,16 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
         c.keys(ret, "retention", ["keep_last"], required=["keep_last"])
         keep_last = c.integer(ret["keep_last"], "retention.keep_last", min=1)
     return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells, axes=axes, keep_last=keep_last)
+
+
+def _anomaly_overrides(anomalies: dict[str, list[str]]) -> list[str]:
+    """A cell that names anomalies states its whole anomaly expectation: the key it leaves out is
+    cleared (``KEY=null``). Why: a bug's campaign forbids the anomaly on its fixed side as written,
+    and the vulnerable cell must be able to require that same anomaly instead (a campaign may not
+    both require and forbid one). A cell naming none keeps its campaign's."""
+    if not any(anomalies.values()):
+        return []
+    return [f"{k}=[{', '.join(v)}]" if v else f"{k}=null" for k, v in anomalies.items()]
 
 
 def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed: int | None) -> None:

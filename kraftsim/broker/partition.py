@@ -483,6 +483,12 @@ class Partition:
             return
         self.expanding.add(rid)
         epoch = self.leader_epoch
+        # 4a is decided against the high watermark and leader epoch start offset as they are now:
+        # Kafka's write-locked re-check follows the first within microseconds, so writes that
+        # kraftsim's stretched window lets in (it exists only for the concurrent Fetch) must not
+        # undo it - else, under steady produce, a 3.5-3.6 follower never joins while records
+        # arrive more often than UNSYNCHRONISED_WINDOW_S (the HWM of an ISR of one moves with each)
+        hwm, leso = self.hwm, self.leso
 
         def second_check() -> None:
             self.expanding.discard(rid)
@@ -490,7 +496,7 @@ class Partition:
                 return
             if self.alter_inflight or rid in self.isr or self.leader_recovery_state != RECOVERED:
                 return
-            if not self._in_sync(seen):                      # 4a: the state the first check saw
+            if seen.leo < hwm or seen.leo < leso:            # 4a: the state the first check saw
                 return
             now = self.followers.get(rid)
             if now is None or not self._isr_eligible(rid, now):   # 4c: the state and image now

@@ -227,3 +227,24 @@ def _start_time(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def test_a_cell_naming_anomalies_replaces_its_campaigns(tmp_path: Path) -> None:
+    """A bug's campaign forbids its anomaly as written (the fixed side); the vulnerable cell
+    requires it. The cell's anomaly keys replace the campaign's, the one it leaves out cleared,
+    so the suite loads and the run judges exactly the cell's expectation; a cell naming none
+    keeps the campaign's forbid list."""
+    from harness.campaign import load_campaign
+    from harness.suite.spec import load_suite
+    f = _bad_file(tmp_path, "cells:\n"
+                            "  - {name: fixed, campaign: ../../campaigns/bugs/KAFKA-15489.yaml, expect: no-loss}\n"
+                            "  - {name: vulnerable, campaign: ../../campaigns/bugs/KAFKA-15489.yaml, expect: no-loss,\n"
+                            "     set: {target.kafka.version: 3.6.2}, require_anomalies: [controller_split_brain]}\n")
+    fixed, vulnerable = load_suite(f).cells   # validates both cells by loading their campaigns
+    assert "forbid_anomalies=null" in vulnerable.overrides
+    assert "require_anomalies=[controller_split_brain]" in vulnerable.overrides
+    exp = load_campaign(vulnerable.campaign, overrides=vulnerable.overrides).expectation
+    assert (exp.require_anomalies, exp.forbid_anomalies) == (("controller_split_brain",), ())
+    assert not any("anomalies" in o for o in fixed.overrides)
+    exp = load_campaign(fixed.campaign, overrides=fixed.overrides).expectation
+    assert (exp.require_anomalies, exp.forbid_anomalies) == ((), ("controller_split_brain",))

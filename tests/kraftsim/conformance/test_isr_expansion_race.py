@@ -99,3 +99,24 @@ def test_an_ordinary_catch_up_expands_with_the_followers_epoch(tmp_path, kafka_v
         await asyncio.sleep(UNSYNCHRONISED_WINDOW_S + 0.05)
         return None if s.r.pending is None else list(s.r.pending.isr_with_epochs)
     assert asyncio.run(go()) == [(1, broker_epoch_of(1)), (2, OLD)]
+
+
+def test_3_6_a_catch_up_is_not_undone_by_writes_inside_the_window(tmp_path):
+    """3.6.2 under steady produce: a record appended between the first check and the second, and
+    fetched by the follower (whose Fetch moves the HWM: Partition.maybeIncrementLeaderHW counts a
+    caught-up replica), does not undo the catch-up. Kafka's write-locked re-check
+    (Partition.maybeExpandIsr: needsExpandIsr -> isFollowerInSync under inWriteLock) follows the
+    read-locked one within microseconds; kraftsim's window only lets the concurrent Fetch of step
+    4b in. Without this, a follower on 3.5-3.6 never rejoins while writes arrive more often than
+    the window."""
+    async def go() -> list[tuple[int, int]] | None:
+        s = BrokerSim(tmp_path, replicas=[1, 2], isr=[1], settings={"metadata.version": "3.6",
+                                                                    "kafka.version": "3.6.2"})
+        s.append(10)
+        await s.b.apis.handle_fetch(None, _fetch(OLD, 10), None)      # caught up: HWM 10
+        s.append(1)                                                    # a produce inside the window,
+        await s.b.apis.handle_fetch(None, _fetch(OLD, 11), None)      # fetched by 2: HWM 11
+        assert s.r.hwm == 11
+        await asyncio.sleep(UNSYNCHRONISED_WINDOW_S + 0.05)
+        return None if s.r.pending is None else list(s.r.pending.isr_with_epochs)
+    assert asyncio.run(go()) == [(1, broker_epoch_of(1)), (2, OLD)]
