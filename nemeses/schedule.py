@@ -117,11 +117,12 @@ class Schedule:
     @property
     def min_applied(self) -> int:
         """How many faults must apply for the run to have tested anything under faults: the
-        campaign's ``nemesis.min_applied``, else 1 with a schedule and 0 without one. Fewer,
-        and a run that found nothing is inconclusive (checkers/outcome.py, run.json ``faults``)."""
+        campaign's ``nemesis.min_applied``, else 1 with a schedule that starts a fault and 0
+        without one (no schedule, or steps that only wait: a calm control run). Fewer, and a run
+        that found nothing is inconclusive (checkers/outcome.py, run.json ``faults``)."""
         if self.min_applied_set is not None:
             return self.min_applied_set
-        return 0 if self.kind == "none" else 1
+        return 1 if self.faults() else 0
 
     def faults(self) -> list[str]:
         if self.kind == "targeted":

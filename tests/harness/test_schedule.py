@@ -213,3 +213,14 @@ def test_an_unknown_fault_names_the_nemesis_modules_that_failed_to_import(monkey
     with pytest.raises(ConfigError, match=r"nemesis.steps\[0\].start: unknown fault 'partition' "
                        r"\(module nemeses.network_partition failed to import: OSError: no iptables here\)"):
         parse_schedule(Validator("c.yaml"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+
+
+def test_min_applied_defaults_to_one_only_when_the_schedule_starts_a_fault() -> None:
+    """A schedule that only waits (a calm control run) has no fault to apply, so it cannot fall
+    short of one; a schedule that starts a fault must apply at least one to have tested anything."""
+    def sched(raw):
+        return parse_schedule(Validator("test"), raw, "nemesis", partitions=1, host_names=None, embedded_brokers=3)
+    assert sched({"schedule": "targeted", "steps": [{"wait": 1}]}).min_applied == 0
+    assert sched({"schedule": "targeted", "steps": [{"wait": 1}, {"start": "kill", "target": "broker-1"}]}).min_applied == 1
+    assert sched({"schedule": "random", "random": {"faults": ["kill"]}}).min_applied == 1
+    assert sched({"schedule": "targeted", "steps": [{"wait": 1}], "min_applied": 2}).min_applied == 2
