@@ -37,12 +37,14 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
           preflight_: bool = typer.Option(True, "--preflight/--no-preflight",
                                           help="first run `faultline preflight` on every inventory the cells use; stop (exit 3) on a problem"),
           wait: bool = typer.Option(False, "--wait", help="a cell whose lab another run holds waits for it (`faultline run --wait`)"),
+          only: Optional[list[str]] = typer.Option(None, "--cell",
+                                                   help="run only the cells whose name matches this glob (e.g. 'kip-903/*'); repeatable"),
           keep_last: Optional[int] = typer.Option(None, "--keep-last",
                                                   help="after the suite, keep the newest N run and N suite directories in its results dir "
                                                        "and delete the older ones (`faultline prune`); wins over the suite file's retention.keep_last")) -> None:
     """Run every cell of a suite (campaign x settings x seeds x inventory) and judge each
     against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
-    from harness.suite.spec import load_suite
+    from harness.suite.spec import load_suite, select_cells
     from harness.interrupts import signals_raise
     from harness.suite.runner import Progress, SuiteInterrupted, SuiteRunner
 
@@ -55,6 +57,8 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
         raise ConfigError(None, "SUITE", "give a suite file, or --resume DIR")
     if keep_last is not None and keep_last < 1:
         raise ConfigError(None, "--keep-last", f"want at least 1 (the suite itself is kept), got {keep_last}")
+    if resume is not None and only:
+        raise ConfigError(None, "--cell", "a resumed suite runs the cells it was started with; give no --cell with --resume")
     if resume is not None and suite_file is not None:
         raise ConfigError(None, "--resume", "resumes the suite it names; give no suite file with it")
     if resume is not None:
@@ -67,6 +71,8 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
             err.print(f"resume: {n}", markup=False)
     else:
         spec = load_suite(suite_file)  # ConfigError -> exit 2, one line
+        if only:
+            spec = select_cells(spec, only)
         if preflight_:
             _preflight(spec, err, results_dir)
         runner = SuiteRunner.create(spec, results_dir.resolve(), say=lambda s: err.print(s, markup=False))

@@ -46,8 +46,9 @@ override is a bad suite file (exit 2, one line) before anything runs.
 """
 from __future__ import annotations
 
+import fnmatch
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,15 @@ def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed:
         load_campaign(camp, overrides=overrides, seed=seed)
     except ConfigError as e:
         raise c.fail(p, f"campaign {camp.name} with this cell's settings is invalid: {e}") from None
+
+
+def select_cells(spec: SuiteSpec, globs: list[str]) -> SuiteSpec:
+    """The suite with only the cells whose name matches one of ``globs`` (fnmatch), in file
+    order: ``faultline suite --cell``, to run part of a matrix (the rest of the file is still
+    validated). No match is a usage error naming the globs."""
+    keep = [c for c in spec.cells if any(fnmatch.fnmatchcase(c.id, g) for g in globs)]
+    if not keep:
+        raise ConfigError(spec.path, "--cell", f"no cell matches {', '.join(globs)}; the cells are "
+                          + ", ".join(c.id for c in spec.cells[:12]) + (", ..." if len(spec.cells) > 12 else ""))
+    cells = [replace(c, index=i) for i, c in enumerate(keep)]
+    return replace(spec, cells=cells, axes={k: v for k, v in spec.axes.items() if any(k in c.axes for c in cells)})

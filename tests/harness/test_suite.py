@@ -248,3 +248,18 @@ def test_a_cell_naming_anomalies_replaces_its_campaigns(tmp_path: Path) -> None:
     assert not any("anomalies" in o for o in fixed.overrides)
     exp = load_campaign(fixed.campaign, overrides=fixed.overrides).expectation
     assert (exp.require_anomalies, exp.forbid_anomalies) == ((), ("controller_split_brain",))
+
+
+def test_cell_globs_select_part_of_a_suite_and_a_glob_matching_nothing_is_exit_2(tmp_path: Path) -> None:
+    """``--cell GLOB``: the chosen cells in file order, indexed afresh, axes kept only where a
+    chosen cell uses them; a glob matching no cell is one line naming the globs (exit 2)."""
+    from harness.suite.spec import load_suite, select_cells
+    spec = load_suite(ROOT / "campaigns" / "suites" / "seeds.yaml", validate_campaigns=False)
+    part = select_cells(spec, ["unclean-election/*", "min-isr/*"])
+    assert [c.id for c in part.cells] == ["unclean-election/enabled", "unclean-election/disabled", "min-isr/4.1"]
+    assert [c.index for c in part.cells] == [0, 1, 2] and len(spec.cells) > 3
+    p = _faultline(["suite", str(ROOT / "campaigns" / "suites" / "seeds.yaml"), "--cell", "nope/*",
+                    "--results-dir", str(tmp_path / "r"), "--no-progress", "--no-preflight"])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "--cell" in lines[0] and "nope/*" in lines[0], p.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
