@@ -493,11 +493,13 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ truncation
 
-    def truncate_to(self, offset: int, reason: str = "truncate_to") -> None:
+    def truncate_to(self, offset: int, reason: str = "truncate_to", high_watermark: int | None = None) -> None:
         """Remove everything at and after ``offset`` (follower divergence, seed 003 §2.2.2).
 
         Truncation happens at a batch boundary: a batch containing ``offset`` is removed whole,
-        so the LEO afterwards is that batch's base offset.
+        so the LEO afterwards is that batch's base offset. ``high_watermark``: the replica's HWM
+        when it truncated, recorded in the ``truncation`` event (Kafka's fetcher warns when it
+        truncates below it: ReplicaFetcherThread.truncate).
         """
         with self._lock:
             old_leo = self.log_end_offset
@@ -508,15 +510,15 @@ class PartitionLog:
                 self.epoch_cache.truncate_from_end(old_leo)
                 return
             if offset < self._bases[0]:
-                self._truncate_fully(offset, reason=reason)
+                self._truncate_fully(offset, reason=reason, high_watermark=high_watermark)
             else:
-                self._truncate_to(offset, old_leo, reason)
+                self._truncate_to(offset, old_leo, reason, high_watermark)
         # LogManager.truncateTo → checkpointRecoveryOffsetsInDir: the checkpoint never names an
         # offset the log no longer has (a page-cache loss right after must not keep those bytes).
         if self.on_truncate is not None:
             self.on_truncate(self)
 
-    def _truncate_to(self, offset: int, old_leo: int, reason: str) -> None:
+    def _truncate_to(self, offset: int, old_leo: int, reason: str, high_watermark: int | None = None) -> None:
         keep = bisect_right(self._bases, offset)
         for seg in self._segments[keep:]:
             seg.delete()
@@ -528,7 +530,8 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(leo)
         if self._producers_built:  # UnifiedLog.truncateTo → rebuildProducerState(targetOffset)
             self._producer_state.truncate_and_reload(self._log_start_offset, leo, self._idempotent_batches)
-        self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
+        self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason,
+                   **({"high_watermark": high_watermark} if high_watermark is not None else {}))
 
     def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
         """Delete every segment and restart the log empty at ``offset`` (a follower whose fetch
@@ -539,7 +542,7 @@ class PartitionLog:
         if self.on_truncate is not None:
             self.on_truncate(self)
 
-    def _truncate_fully(self, offset: int, *, reason: str) -> None:
+    def _truncate_fully(self, offset: int, *, reason: str, high_watermark: int | None = None) -> None:
         old_leo = self.log_end_offset
         for seg in self._segments:
             seg.delete()
@@ -551,7 +554,8 @@ class PartitionLog:
         self._recovery_point = offset
         self.epoch_cache.clear()
         self._producer_state.clear()
-        self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason)
+        self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason,
+                   **({"high_watermark": high_watermark} if high_watermark is not None else {}))
 
     # ------------------------------------------------------------------ producer state
 
