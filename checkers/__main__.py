@@ -30,9 +30,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     c = v["counts"]
     print(f"outcome={v['outcome']} valid={v['valid']} expected={v['expected']} as_expected={v['as_expected']} "
-          f"acked_writes={v['acked_writes']} incidents={v['incidents']} lost_write={c['lost_write']} "
-          f"unseen_at_end={c['unseen_at_end']} invalid_because={','.join(v['invalid_because']) or '-'}"
-          + (f" mechanisms={','.join(v['mechanisms'])}" if v["mechanisms"] else ""))
+          f"acked_writes={v['acked_writes']} incidents={v['incidents']} lost_write={c.get('lost_write', '-')} "
+          f"unseen_at_end={c.get('unseen_at_end', '-')} invalid_because={','.join(v['invalid_because']) or '-'}"
+          + (f" mechanisms={','.join(v['mechanisms'])}" if v["mechanisms"] else "")
+          + (f" mode={v['mode']}" if v.get("mode") else ""))
+    for s in v.get("event_stories") or []:   # only the cluster's logs (checkers/events_only.py)
+        print(s["label"])
     for why in v["inconclusive_because"]:
         print(f"inconclusive: {why}")
     return exit_code(v)

@@ -24,6 +24,7 @@ lost writes never travel to be joined.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,9 @@ class FaultInterval:
     start: float | None      # None: only its stop was recorded
     stop: float | None       # None: never healed in this timeline (the harness was killed)
     detail: Any              # the start record's detail (the fault's parameters)
+    #: the one-line reason when the fault's start raised (its ``failed`` record; what it had done
+    #: was healed at once, nemeses/active.py), else None
+    failed: str | None = None
 
 
 def fault_intervals(timeline: list[dict[str, Any]]) -> list[FaultInterval]:
@@ -92,10 +96,27 @@ def fault_intervals(timeline: list[dict[str, Any]]) -> list[FaultInterval]:
         fault = next((r["fault"] for r in rows if r.get("fault") is not None), None)
         targets = next((r["targets"] for r in rows if isinstance(r.get("targets"), list)), None) or []
         detail = next((r["detail"] for r in rows if r.get("phase") == "start" and r.get("detail") is not None), None)
+        fails = [r for r in rows if r.get("phase") == "failed"]
+        failed = _failure(fails[0]) if fails else None
+        if fails and not starts:   # it failed before it touched anything: an instant
+            starts = [float(fails[0]["t"])]
+        if fails and not stops:
+            stops = [float(fails[0]["t"])]
         out.append(FaultInterval(fid, None if fault is None else str(fault),
                                  tuple(str(x) for x in targets if x is not None),
-                                 min(starts) if starts else None, max(stops) if stops else None, detail))
+                                 min(starts) if starts else None, max(stops) if stops else None, detail, failed))
     return out
+
+
+def _failure(r: dict[str, Any]) -> str:
+    """The one-line reason of a ``failed`` record (its detail may be raw JSON text or a mapping)."""
+    d = r.get("detail")
+    if isinstance(d, str):
+        try:
+            d = json.loads(d)
+        except ValueError:
+            return d or "failed"
+    return str(d.get("reason") or "failed") if isinstance(d, dict) else "failed"
 
 
 def fault_windows(timeline: list[dict[str, Any]]) -> list[tuple[float, float | None, str]]:
@@ -106,6 +127,7 @@ def fault_windows(timeline: list[dict[str, Any]]) -> list[tuple[float, float | N
             continue
         parts = [None if f.fault is None else f"{f.fault}[{','.join(f.targets)}]",
                  f"{f.id} {f.start:.3f}-{'active' if f.stop is None else f'{f.stop:.3f}'}",
+                 None if f.failed is None else f"FAILED to start ({f.failed}; what it did was healed)",
                  None if f.detail is None else _text(f.detail)]
         out.append((f.start, f.stop, " ".join(x for x in parts if x is not None)))
     return out

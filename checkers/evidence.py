@@ -58,6 +58,13 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
                           ("isr_at_invoke", INT), ("isr_at_ack", INT), ("min_insync_replicas", INT)],
     "visible_end_regression": [("topic", STR), ("partition", INT), ("drain_end", LONG), ("max_read_offset", LONG),
                                ("max_acked_offset", LONG), ("visible_end_seen", LONG)],
+    # run-level (checkers/quorum.py, checkers/isr_changes.py): from the cluster's events, not the history
+    "controller_split_brain": [("old_leader", INT), ("old_epoch", INT), ("new_leader", INT), ("new_epoch", INT),
+                               ("from_t", DOUBLE), ("to_t", DOUBLE), ("seconds", DOUBLE), ("ended_by", STR),
+                               ("brokers_fenced", INT), ("fenced_brokers", STR)],
+    "isr_change_stuck": [("topic", STR), ("partition", INT), ("leader", INT), ("leader_epoch", INT), ("isr", STR),
+                         ("proposed_isr", STR), ("from_t", DOUBLE), ("to_t", DOUBLE), ("seconds", DOUBLE),
+                         ("ended_by", STR), ("answers", STR)],
 }
 
 #: report aggregates (common.md contract for throughput)

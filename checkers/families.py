@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from checkers import divergence, failed, invariants, lost, polls, realtime, sends
+from checkers import divergence, failed, invariants, isr_changes, lost, polls, quorum, realtime, sends
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import Partition
@@ -44,14 +44,26 @@ class Inputs(Protocol):
     replication_factor: int | None
 
 
+class RunView(Protocol):
+    """What a run-level family reads: the cluster's (and proxy's) events on the run clock, with
+    their host, and the timeline (checkers/load.py ``RunInputs``)."""
+    events: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Family:
-    """One question about a topic-partition and the evidence tables its answers fill."""
+    """One question about a topic-partition and the evidence tables its answers fill.
+
+    A ``run_level`` family asks its question once per run, of the cluster's events rather than of
+    a partition's history (two active controllers, a stuck ISR change): its ``check`` gets
+    ``(None, RunView)`` on the driver (:func:`run_level`), never a partition task."""
     name: str
     anomalies: tuple[str, ...]
-    check: Callable[[Partition, Inputs], Findings]
+    check: Callable[[Any, Any], Findings]
     #: only asked of a real topic-partition, not of the group of sends without one
     partitioned: bool = True
+    run_level: bool = False
 
 
 def _lost_writes(p: Partition, inputs: Inputs) -> Findings:
@@ -89,6 +101,26 @@ def _failed_writes(p: Partition, inputs: Inputs) -> Findings:
     return failed.failed_visible(p, inputs.foreign)
 
 
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    keys = list(rows[0]) if rows else []
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def _run_end(view: RunView) -> float | None:
+    ts = [float(r["t"]) for r in (*view.events, *view.timeline) if isinstance(r.get("t"), (int, float))]
+    return max(ts) if ts else None
+
+
+def _controller_split_brain(_: Any, view: RunView) -> Findings:
+    rows = quorum.split_brain(view.events, view.timeline, end_t=_run_end(view))
+    return {quorum.ANOMALY: (_columns(rows), len(rows))}
+
+
+def _isr_change_stuck(_: Any, view: RunView) -> Findings:
+    rows = isr_changes.stuck(view.events, view.timeline, end_t=_run_end(view))
+    return {isr_changes.ANOMALY: (_columns(rows), len(rows))}
+
+
 #: every anomaly family the checker runs, once; each anomaly of evidence.SCHEMAS is filled by
 #: exactly one of them (tests/checkers/test_families.py holds this)
 FAMILIES: tuple[Family, ...] = (
@@ -101,6 +133,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("visible_end", ("visible_end_regression",), _visible_end),
     Family("failed_writes", ("failed_write_visible", "failed_write_visible_allowed"), _failed_writes,
            partitioned=False),
+    Family("controller_quorum", ("controller_split_brain",), _controller_split_brain, run_level=True),
+    Family("isr_changes", ("isr_change_stuck",), _isr_change_stuck, run_level=True),
 )
 
 
@@ -119,7 +153,7 @@ def run_families(p: Partition, inputs: Inputs, families: tuple[Family, ...] = FA
     found: Findings = {}
     failures: list[tuple[str, str]] = []
     for fam in families:
-        if fam.partitioned and p.partition is None:
+        if fam.run_level or (fam.partitioned and p.partition is None):
             continue
         try:
             got = fam.check(p, inputs)
@@ -127,6 +161,26 @@ def run_families(p: Partition, inputs: Inputs, families: tuple[Family, ...] = FA
             if extra:
                 raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
         except Exception as exc:  # noqa: BLE001 - Jepsen's check-safe: one family's bug is its own
+            failures.append((fam.name, one_line(exc)))
+            continue
+        found.update(got)
+    return found, failures
+
+
+def run_level(view: RunView, families: tuple[Family, ...] = FAMILIES) -> tuple[Findings, list[tuple[str, str]]]:
+    """Every run-level family's findings (rows as columns) and ``(family, one-line error)`` for each
+    that raised - check-safe as :func:`run_families`, once per run on the driver."""
+    found: Findings = {}
+    failures: list[tuple[str, str]] = []
+    for fam in families:
+        if not fam.run_level:
+            continue
+        try:
+            got = fam.check(None, view)
+            extra = sorted(set(got) - set(fam.anomalies))
+            if extra:
+                raise ValueError(f"answered undeclared anomalies {', '.join(extra)}")
+        except Exception as exc:  # noqa: BLE001 - check-safe, as above
             failures.append((fam.name, one_line(exc)))
             continue
         found.update(got)

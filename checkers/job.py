@@ -24,9 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers import aggregates, attribution, evidence, invariants, kernel, stories
+from checkers import aggregates, attribution, events_only, evidence, halts, invariants, kernel, stories
 from checkers.analysis import Analysis
-from checkers.families import FAMILIES, Family
+from checkers.families import FAMILIES, Family, run_level
 from checkers.ingest import PartitionFiles, partition_files
 from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.min_isr import MinIsrRule, replication_factor, rule_in_force
@@ -91,17 +91,22 @@ def _foreign(results: list[kernel.PartResult]) -> kernel.Foreign:
     return out
 
 
-def family_failures(results: list[kernel.PartResult], families: tuple[Family, ...]) -> list[dict[str, Any]]:
+#: where a run-level family failed, in ``family_failures`` (it asks no partition)
+RUN_LEVEL_WHERE = "the run's cluster events"
+
+
+def family_failures(results: list[kernel.PartResult], families: tuple[Family, ...],
+                    run_failures: list[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The families that raised, one entry each (in list order): the anomalies they answer, the
-    first error (one line) and every partition they failed on."""
+    first error (one line) and every partition they failed on (a run-level family: the run)."""
     out: dict[str, dict[str, Any]] = {}
     declared = {f.name: list(f.anomalies) for f in families}
-    for r in results:
-        where = pkey(r.topic, r.partition) if r.partition is not None else "sends without a partition"
-        for name, error in r.failures:
-            entry = out.setdefault(name, {"family": name, "anomalies": declared.get(name, []), "error": error,
-                                          "partitions": []})
-            entry["partitions"].append(where)
+    failed = [(pkey(r.topic, r.partition) if r.partition is not None else "sends without a partition", f)
+              for r in results for f in r.failures] + [(RUN_LEVEL_WHERE, f) for f in run_failures]
+    for where, (name, error) in failed:
+        entry = out.setdefault(name, {"family": name, "anomalies": declared.get(name, []), "error": error,
+                                      "partitions": []})
+        entry["partitions"].append(where)
     order = {f.name: i for i, f in enumerate(families)}
     return [dict(e, partitions=sorted(e["partitions"])) for _, e in sorted(out.items(), key=lambda kv: order[kv[0]])]
 
@@ -141,12 +146,18 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
     kernel_s = time.time() - t0
     counts = {n: sum(r.counts.get(n, 0) for r in results) for n in ANOMALIES}
     counts["duplicate"] += len(extra_dups)
+    # run-level families (two active controllers, a stuck ISR change): the cluster's events, once
+    run_found, run_failures = run_level(inputs, families)
+    run_rows: dict[str, list[dict[str, Any]]] = {}
+    for name, (cols, n) in run_found.items():
+        counts[name] += int(n)
+        run_rows[name] = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if n else []
     columns = {n: list(evidence.SCHEMAS[n]) for n in ANOMALIES}
     rows: dict[str, list[dict[str, Any]]] = {}
     frames: dict[str, DataFrame] = {}
     for name in ANOMALIES:
         have = [r for r in results if r.counts.get(name)]
-        extra = extra_dups if name == "duplicate" else []
+        extra = extra_dups if name == "duplicate" else run_rows.get(name, [])
         if counts[name] <= cap and all(name in r.rows for r in have):
             rows[name] = [row for r in have for row in r.rows[name]] + extra
             continue
@@ -175,17 +186,18 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
         for k, n in r.incidents.items():
             keyed[k] = keyed.get(k, 0) + n
     extra_info["incidents"] = keyed
+    extra_info["halts"] = halts.node_halts(inputs.events, inputs.timeline)
     extra_info["stories"] = stories.build_stories(stats, inputs.events, inputs.timeline, inputs.run,
                                                   features=inputs.features, min_isr=rule.effective)
     return Analysis(counts, sum(r.acked for r in results), int(records), rows, frames, columns, stats, tp, extra_info,
                     bad_lines=int(inputs.ingest.bad_lines), torn_lines=int(inputs.ingest.torn_lines),
-                    family_failures=family_failures(results, families))
+                    family_failures=family_failures(results, families, run_failures))
 
 
 def _sort_rows(rows: dict[str, list[dict[str, Any]]]) -> None:
     """Deterministic evidence order (by time, then partition/offset) so verdicts compare equal."""
     def key(r: dict[str, Any]) -> tuple:
-        t = r.get("ack_t", r.get("t_first", r.get("invoke_t", r.get("complete_t"))))
+        t = r.get("ack_t", r.get("t_first", r.get("invoke_t", r.get("complete_t", r.get("from_t")))))
         return (t if t is not None else -1.0, str(r.get("topic")), r.get("partition") or 0,
                 r.get("offset") if r.get("offset") is not None else -1, str(r.get("value")), str(r.get("process")),
                 json.dumps(r, sort_keys=True, default=str))
@@ -284,6 +296,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
               expect: str | None = None, spark: SparkSession | None = None,
               write_tables: bool = True, families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Check one run directory; write verdict.json, anomalies/, aggregates/; return the verdict.
+    A directory with only ``cluster-logs/`` (no run.json, no history) is read without Spark by
+    checkers/events_only.py: its events told, outcome inconclusive (no histories).
 
     ``expect`` ("no-loss" | "loss" | "loss-allowed") defaults to run.json's ``expect``. A given ``spark`` session
     is used and left running (tests share one); otherwise one is made and stopped here.
@@ -292,6 +306,8 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     if expect is not None and expect not in EXPECTS:
         raise CheckerInputError(f"--expect {expect!r}: want one of {', '.join(EXPECTS)}")
     rd = Path(run_dir)
+    if events_only.applies(rd):     # only the cluster's logs: their events told, no lost-write verdict
+        return events_only.check(rd, expect=expect)
     precheck(rd)
     own = spark is None
     started = time.time()

@@ -24,14 +24,14 @@ from pyspark.sql import SparkSession
 from checkers import kafkalog
 from checkers.features import NO_RECORD, FeaturesInForce, read as read_features
 from checkers.ingest import IngestResult, Split, convert_split, ingest
-from checkers.outcome import Expectation
+from checkers.outcome import Expectation, FaultCount
 from workloads import history as H
 
 #: The small logs' fields and their kinds (docs/history-format.md, common.md). Read on the driver:
 #: "int", "float", "str" (an object or array is kept as its compact JSON text), "bool", "ints"
 #: (a list of integers), "strs" (a list of strings). A value of another kind reads as null.
 TIMELINE_FIELDS = {"v": "int", "t": "float", "kind": "str", "phase": "str", "id": "str", "fault": "str",
-                   "targets": "strs", "detail": "str"}
+                   "targets": "strs", "detail": "str", "host": "str", "text": "str"}
 
 OBSERVER_FIELDS = {"t": "float", "topic": "str", "partition": "int", "leader": "int", "leader_epoch": "int",
                    "isr": "ints", "elr": "ints", "error": "str"}
@@ -41,11 +41,17 @@ EVENT_FIELDS = {
     "wall": "float", "node": "str", "role": "str", "event": "str", "broker": "int", "broker_epoch": "int",
     "previous_broker_epoch": "int", "clean_shutdown": "bool", "reason": "str", "topic": "str", "partition": "int",
     "leader": "int", "leader_epoch": "int", "partition_epoch": "int", "isr": "ints", "elr": "ints",
-    "maximal_isr": "ints",
+    "maximal_isr": "ints", "proposed_isr": "ints", "epoch": "int",
     "leader_recovery_state": "str", "candidates": "str", "new_isr": "ints", "broker_epochs": "str",
     "version": "int", "accepted": "bool", "error": "str", "error_code": "int", "from_offset": "int",
     "to_offset": "int", "recovery_point": "int", "log_end_offset": "int", "truncated_bytes": "int",
     "log_start_offset": "int", "hwm": "int", "local_log_size_bytes": "int", "local_log_start_timestamp": "int",
+    # the controllers' quorum: kraftsim's controller_elected/resigned (epoch), Kafka's
+    # controller_activated/renounced (checkers/kafkalog)
+    "epoch": "int", "controller_epoch": "int", "new_controller_epoch": "int", "new_controller": "int",
+    "last_committed_offset": "int",
+    # fatal_fault (kraftsim's raft thread, docs/kraftsim-raft.md; checkers/halts.py)
+    "halted": "bool", "component": "str", "fault": "str",
 }
 
 #: one row of a small log: every field of its FIELDS map, coerced or None
@@ -149,6 +155,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
         raise CheckerInputError(f"{path}: top level is {type(data).__name__}; want a JSON object")
     try:
         Expectation.from_run(data)   # expect, allowed_by, require_errors (checkers/outcome.py)
+        FaultCount.from_run(data)    # faults: applied, failed, min_applied
     except ValueError as exc:
         raise CheckerInputError(f"{path}: {exc}") from None
     w0 = data.get("wall_at_t0")
@@ -218,21 +225,44 @@ def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
 
     timeline = read_log_lines(rd / "timeline.jsonl", TIMELINE_FIELDS, "timeline.jsonl")
     observer = read_log(rd / "observer.jsonl", OBSERVER_FIELDS)
-    cluster_paths = [Path(p) for p in sorted(glob.glob(str(rd / "cluster-logs" / "*" / "events.jsonl")))]
-    proxy = rd / "proxy-events.jsonl"
-    ev_paths = [*cluster_paths, proxy]
-    w0 = float(run.get("wall_at_t0") or 0.0)
-    # real Kafka: hosts with Kafka's log4j files and no events.jsonl (checkers/kafkalog, docs/kafka-logs.md)
-    kafka = kafkalog.read_cluster_logs(rd / "cluster-logs")
-    if not run.get("wall_at_t0") and (any(p.exists() for p in ev_paths) or kafka):
+    cluster = read_cluster_events(rd)
+    if not run.get("wall_at_t0") and cluster.present:
         # without the run clock's wall anchor the event times cannot be joined with the history
         raise CheckerInputError(f"{rd / 'run.json'}: field 'wall_at_t0' missing; want it to map cluster event 'wall' times to the run clock")
+    events = on_run_clock(cluster.events, float(run.get("wall_at_t0") or 0.0))
+    return RunInputs(rd, run, ingested, timeline, observer, events, cluster.has_cluster, files, read_features(rd))
+
+
+@dataclass
+class ClusterEvents:
+    """The cluster's and the proxy's events of a run directory, by wall time (no run clock yet)."""
+    events: list[LogRow]       # EVENT_FIELDS coerced, with host, source, line
+    present: bool              # an event log or Kafka log file exists (even if empty)
+    has_cluster: bool          # the cluster itself said something (kraftsim's events or Kafka's logs)
+    kafka: "kafkalog.Stats"    # what the Kafka log reader met
+
+
+def read_cluster_events(rd: Path) -> ClusterEvents:
+    """kraftsim's ``cluster-logs/<host>/events.jsonl``, the proxy's ``proxy-events.jsonl`` and, for
+    hosts with Kafka's log4j files and no events.jsonl, the events read from those
+    (checkers/kafkalog, docs/kafka-logs.md): one list, each row with the host it came from and the
+    file and line that made it. Used by :func:`load_run` and by the events-only check
+    (checkers/events_only.py), so both tell the same events."""
+    cluster_paths = [Path(p) for p in sorted(glob.glob(str(rd / "cluster-logs" / "*" / "events.jsonl")))]
+    proxy = rd / "proxy-events.jsonl"
+    st = kafkalog.Stats()
+    kafka = kafkalog.read_cluster_logs(rd / "cluster-logs", stats=st)
     events: list[LogRow] = []
-    for path in ev_paths:   # on the run clock, with the host it came from (its cluster-logs folder)
+    for path in [*cluster_paths, proxy]:   # with the host it came from (its cluster-logs folder)
         host = "proxy" if path == proxy else path.parent.name
-        events += [{**e, "t": None if e["wall"] is None else e["wall"] - w0, "host": host}
-                   for e in read_log_lines(path, EVENT_FIELDS, path.relative_to(rd).as_posix())]
-    events += [{**{k: _coerce(kind, e.get(k)) for k, kind in EVENT_FIELDS.items()}, "t": e["wall"] - w0,
+        events += [{**e, "host": host} for e in read_log_lines(path, EVENT_FIELDS, path.relative_to(rd).as_posix())]
+    events += [{**{k: _coerce(kind, e.get(k)) for k, kind in EVENT_FIELDS.items()},
                 "host": e["host"], "source": e["source"], "line": e["line"]} for e in kafka]
+    present = any(p.exists() for p in [*cluster_paths, proxy]) or bool(kafka)
     has_cluster = any(p.exists() and p.stat().st_size > 0 for p in cluster_paths) or bool(kafka)
-    return RunInputs(rd, run, ingested, timeline, observer, events, has_cluster, files, read_features(rd))
+    return ClusterEvents(events, present, has_cluster, st)
+
+
+def on_run_clock(events: list[LogRow], wall_at_t0: float) -> list[LogRow]:
+    """Each event with ``t = wall - wall_at_t0`` (groundwork/clock.py's run clock)."""
+    return [{**e, "t": None if e["wall"] is None else e["wall"] - wall_at_t0} for e in events]

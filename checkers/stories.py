@@ -18,6 +18,11 @@ Kafka-log event source use the same labels, and none of them needs Spark to read
 The classifier reads evidence, never a scenario name: the same events from Kafka's own logs
 give the same label. A pattern it does not recognise is ``unexplained`` - said plainly, with
 the events it saw.
+
+A second kind of story (``kind`` :data:`EVENT_STORY`, :func:`build_event_stories`) tells, from
+the same event rows and steps, what happened to each partition when there is no history to say
+what was lost (a directory holding only Kafka's logs, checkers/events_only.py): its elections,
+ISR changes, AlterPartition answers, truncations, recoveries, fences and controller failovers.
 """
 from __future__ import annotations
 
@@ -42,6 +47,11 @@ MECHANISMS: dict[str, str] = {
                                 "Kafka may have fsynced them",
     "unexplained": "no recorded fault or event explains the loss",
 }
+
+#: a story's ``kind``: why writes were lost (one per partition that lost writes), or what the
+#: cluster's events say happened to a partition (or to the cluster) when no history was checked
+#: (verdict.json ``event_stories``, checkers/events_only.py)
+LOSS_STORY, EVENT_STORY = "loss", "events"
 
 #: cluster clocks vs the run clock (as checkers/attribution.py)
 SLACK_S = 2.0
@@ -218,6 +228,7 @@ class _Step:
     text: str
     row: dict[str, Any] | None
     rank: int = 5          # lower = keep when the story must be shortened
+    count: int | None = None   # an events story's grouped repeats (e.g. rejections): how many
 
     def as_dict(self) -> dict[str, Any]:
         return {"t": None if self.t is None else round(self.t, 3), "kind": self.kind, "text": self.text,
@@ -543,7 +554,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         sentences.insert(len(sentences) - 1, f"The partition's leader, ISR and broker events around the loss are "
                                               f"in the evidence below ({len(pe)} events of {topic}@{part}).")
     others = [m for m in dict.fromkeys(mechs) if m != primary]
-    return {"topic": topic, "partition": part, "mechanism": primary, "mechanisms": [primary, *others],
+    return {"kind": LOSS_STORY, "topic": topic, "partition": part, "mechanism": primary, "mechanisms": [primary, *others],
             "label": MECHANISMS[primary], "allowed_by": allowed_by, "sentences": sentences,
             "steps": [s.as_dict() for s in steps],
             "lost": {"count": n, "first_offset": l0, "last_offset": l1,
@@ -573,3 +584,354 @@ def mechanism_counts(stories: list[dict[str, Any]]) -> dict[str, int]:
     for s in stories:
         out[s["mechanism"]] = out.get(s["mechanism"], 0) + int(s["lost"]["count"])
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# --- what happened: the events-only story kind -----------------------------------------------------
+#
+# Without histories (a directory holding only Kafka's logs, checkers/events_only.py) nothing says
+# which writes were lost, but the same events the loss stories read still say what the cluster
+# did: per partition, its elections (unclean ones first among them), ISR changes, AlterPartition
+# answers (every rejection counted), truncations and recoveries, with the fences of its replicas
+# and the controller failovers around them; and one story of the cluster itself. The same event
+# rows, the same steps pointing at the line each comes from, told in time order.
+
+#: the most steps an events story tells (grouped repeats count once); the rest are counted
+MAX_EVENT_STEPS = 12
+#: fences, registrations and controller changes this long before a partition's first event belong
+#: to its story (a fence explains the election after it: checkers/kafkalog/assemble.py uses 10 s)
+EVENT_CONTEXT_S = 30.0
+
+#: what each AlterPartition error means, in Kafka's words (ReplicationControlManager.validateAlterPartitionData)
+_REJECT_MEANS = {
+    "INELIGIBLE_REPLICA": "a replica it proposed was fenced, shutting down or registered with another broker "
+                          "epoch (KIP-841, KIP-903)",
+    "INVALID_UPDATE_VERSION": "it named a partition epoch that is no longer the current one",
+    "FENCED_LEADER_EPOCH": "it named a leader epoch that is no longer the current one",
+    "NOT_CONTROLLER": "the controller was not (or no longer) the active one",
+    "INVALID_REQUEST": "the proposed ISR was not valid",
+    "OPERATION_NOT_ATTEMPTED": "the controller did not attempt it",
+    "NEW_LEADER_ELECTED": "a new leader had been elected",
+}
+_FENCE_WHY = {"session_timeout": "its session timed out", "controlled_shutdown": "it asked for a controlled shutdown",
+              "fence_requested": "it asked to be fenced"}
+_ELECTED_WHY = {"leader_fenced": "its previous leader was fenced", "controlled_shutdown":
+                "its previous leader shut down (controlled shutdown)", "isr": "it had no leader and got one from its ISR",
+                "alter_partition": "the leader's AlterPartition", "elr": "from the ELR (KIP-966)",
+                "last_known_leader": "the last known leader (KIP-966)"}
+_CONTROLLER_UP = ("controller_activated", "controller_elected")
+_CONTROLLER_DOWN = ("controller_renounced", "controller_resigned")
+
+
+def _isr(v: Any) -> list[int] | None:
+    return [x for x in (_int(y) for y in v) if x is not None] if isinstance(v, list) else None
+
+
+def _at(t: float | None, w0: float | None) -> str:
+    """``t=3.120s`` on the run clock, with the wall time (UTC) when the clock's anchor is known:
+    an operator matches the wall time with the hosts' logs."""
+    if t is None or w0 is None:
+        return _t(t)
+    from datetime import datetime, timezone
+    d = datetime.fromtimestamp(w0 + t, timezone.utc)
+    return f"{_t(t)} ({d:%Y-%m-%d %H:%M:%S}.{d.microsecond // 1000:03d} UTC)"
+
+
+def _controller_epoch(e: dict[str, Any]) -> int | None:
+    return _int(e.get("controller_epoch")) if e.get("controller_epoch") is not None else _int(e.get("epoch"))
+
+
+def _failovers(evs: list[dict[str, Any]]) -> set[int]:
+    """The ids of the activations that were failovers: a controller became active after another
+    one had been, at a higher epoch (KIP-595: each new leader of the quorum bumps it)."""
+    out: set[int] = set()
+    seen: int | None = None
+    for e in evs:
+        if e.get("event") in _CONTROLLER_UP:
+            ep = _controller_epoch(e)
+            if seen is not None and (ep is None or ep > seen):
+                out.add(id(e))
+            if ep is not None:
+                seen = ep if seen is None else max(seen, ep)
+    return out
+
+
+def _controller_steps(evs: list[dict[str, Any]], w0: float | None, failovers: set[int]) -> tuple[list[_Step], int]:
+    """The controllers' quorum: each new active controller and each renounce, and how many of
+    the activations were failovers (``failovers``: :func:`_failovers` over the whole run)."""
+    steps: list[_Step] = []
+    n = 0
+    for e in evs:
+        ev, ep = e.get("event"), _controller_epoch(e)
+        who = _int(e.get("leader")) if ev == "controller_elected" else _int(e.get("node"))
+        if ev in _CONTROLLER_UP:
+            again = id(e) in failovers
+            n += again
+            steps.append(_Step(e["t"], "controller", f"At {_at(e['t'], w0)} controller {who} became the active "
+                               f"controller (epoch {ep if ep is not None else '?'})"
+                               + (": a controller failover." if again else "."), e, 2 if again else 4))
+        elif ev in _CONTROLLER_DOWN:
+            why = e.get("reason")
+            new = _int(e.get("new_controller"))
+            steps.append(_Step(e["t"], "controller", f"At {_at(e['t'], w0)} controller {who} gave up the "
+                               f"leadership of epoch {ep if ep is not None else '?'}"
+                               + (f" after {why} failed and reverts to the last committed offset "
+                                  f"{e.get('last_committed_offset')} (QuorumController.handleEventException)"
+                                  if why and e.get("last_committed_offset") is not None else
+                                  f" ({why})" if why else "")
+                               + (f"; the new leader is {new}" if new is not None else "") + ".", e, 2))
+    return steps, n
+
+
+def _broker_steps(evs: list[dict[str, Any]], w0: float | None) -> list[_Step]:
+    steps = []
+    for e in evs:
+        b, ep = _node_of(e), e.get("broker_epoch")
+        epoch = f"broker epoch {ep}" if ep is not None else "broker epoch not logged"
+        if e.get("event") == "broker_fenced":
+            why = _FENCE_WHY.get(str(e.get("reason")), str(e.get("reason") or "")) or None
+            steps.append(_Step(e["t"], "broker_fenced", f"At {_at(e['t'], w0)} the controller fenced broker {b} "
+                               f"({epoch}){': ' + why if why else ''}.", e, 1))
+        elif e.get("event") == "broker_unfenced":
+            steps.append(_Step(e["t"], "broker_unfenced", f"At {_at(e['t'], w0)} the controller unfenced broker {b} "
+                               f"({epoch}).", e, 4))
+        elif e.get("event") == "broker_registered":
+            clean = e.get("clean_shutdown")
+            steps.append(_Step(e["t"], "broker_registered", f"At {_at(e['t'], w0)} broker {b} registered with "
+                               f"{epoch}" + (" after an unclean shutdown" if clean is False else "") + ".", e, 3))
+    return steps
+
+
+def _rejections(run: list[dict[str, Any]], tp: str, w0: float | None, committed: list[int] | None) -> _Step:
+    """One step for consecutive rejections of one leader's AlterPartition with one error: a leader
+    re-sends a rejected request until the answer changes (AlterPartitionManager), so a reader wants
+    them counted, not listed."""
+    e0, e1, n = run[0], run[-1], len(run)
+    err = str(e0.get("error") or "an error")
+    isrs = [i for i in dict.fromkeys(tuple(_isr(e.get("new_isr")) or ()) for e in run) if i]
+    proposed = " or ".join(str(list(i)) for i in isrs) or "not logged"
+    means = _REJECT_MEANS.get(err)
+    fallback = f"; the leader keeps the committed ISR {committed}" if committed is not None else ""
+    if n == 1:
+        text = (f"At {_at(e0['t'], w0)} the controller rejected leader {e0.get('leader')}'s AlterPartition for {tp} "
+                f"(proposed ISR {proposed}, partition epoch {e0.get('partition_epoch')}) with {err}"
+                f"{': ' + means if means else ''}{fallback}.")
+    else:
+        text = (f"Between {_at(e0['t'], w0)} and {_at(e1['t'], w0)} the controller rejected leader "
+                f"{e0.get('leader')}'s AlterPartition for {tp} {n} times with {err} (proposed ISR {proposed})"
+                f"{': ' + means if means else ''}; the leader re-sends it until the answer changes"
+                f"{fallback}.")
+    return _Step(e0["t"], "alter_partition", text, e0, 0, count=n)
+
+
+def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: list[dict[str, Any]],
+                     w0: float | None, failovers: set[int]) -> dict[str, Any] | None:
+    """What the events of one partition say happened (None when they say nothing worth telling:
+    only its creation or the leader's own ISR bookkeeping)."""
+    tp = f"{topic}@{part}"
+    told = [e for e in pe if e.get("event") in ("leader_elected", "isr_changed", "alter_partition", "truncation",
+                                                  "recovery")]
+    if not [e for e in told if not (e.get("event") == "leader_elected" and e.get("reason") == "initial")]:
+        return None
+    counts: dict[str, Any] = {"elections": 0, "unclean_elections": 0, "isr_changes": 0, "leaderless": 0,
+                              "alter_partition_accepted": 0, "alter_partition_rejected": 0, "rejected_by_error": {},
+                              "truncations": 0, "recoveries": 0, "fences": 0, "controller_failovers": 0}
+    steps: list[_Step] = []
+    prior_isr: list[int] | None = None
+    prior_leader: int | None = None
+    rejected: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if rejected:
+            lead = _int(rejected[0].get("leader"))
+            back = [e for e in pe if e.get("event") == "leader_isr" and _node_of(e) == lead
+                    and rejected[0]["t"] <= e["t"] <= rejected[-1]["t"] + 1.0]
+            steps.append(_rejections(list(rejected), tp, w0, _isr(back[-1].get("isr")) if back else None))
+            rejected.clear()
+
+    for e in told:
+        ev = e.get("event")
+        if ev == "alter_partition" and e.get("accepted") is False:
+            err = str(e.get("error") or "?")
+            counts["alter_partition_rejected"] += 1
+            counts["rejected_by_error"][err] = counts["rejected_by_error"].get(err, 0) + 1
+            if rejected and (rejected[-1].get("leader"), rejected[-1].get("error")) != (e.get("leader"), e.get("error")):
+                flush()
+            rejected.append(e)
+            continue
+        if ev == "alter_partition":
+            counts["alter_partition_accepted"] += 1     # the ISR change it made is told below
+            continue
+        flush()
+        when = _at(e["t"], w0)
+        if ev in ("leader_elected", "isr_changed"):
+            leader, isr = _int(e.get("leader")), _isr(e.get("isr"))
+            reason = str(e.get("reason") or "")
+            epochs = f"leader epoch {e.get('leader_epoch')}, partition epoch {e.get('partition_epoch')}"
+            if ev == "leader_elected" and reason == "initial":
+                steps.append(_Step(e["t"], "election", f"At {when} {tp} was created with leader {leader} "
+                                   f"(ISR {isr}).", e, 5))
+            elif ev == "leader_elected":
+                counts["elections"] += 1
+                took = next((b for b in pe if b.get("event") == "became_leader" and _node_of(b) == leader
+                             and _int(b.get("leader_epoch")) in (None, _int(e.get("leader_epoch")))
+                             and e["t"] - SLACK_S <= b["t"] <= e["t"] + 10.0), None)
+                took_txt = (f"; broker {leader} took over with log end offset {took.get('log_end_offset')}, high "
+                            f"watermark {took.get('hwm')}" if took is not None else "")
+                outside = prior_isr is not None and leader not in prior_isr
+                if reason == "unclean" or outside:
+                    counts["unclean_elections"] += 1
+                    frm = (f"from outside the ISR {prior_isr}" if prior_isr is not None else
+                           "from outside the ISR (the ISR before is not in the logs read)")
+                    rec = " in leader recovery state RECOVERING" if _int(e.get("leader_recovery_state")) == 1 else ""
+                    steps.append(_Step(e["t"], "election", f"At {when} the controller elected broker {leader} leader "
+                                       f"of {tp} {frm} ({epochs}, ISR {isr}){rec}: an unclean election "
+                                       f"(PartitionChangeBuilder: allowed only with unclean.leader.election.enable "
+                                       f"or an unclean ElectLeaders request), which can lose acknowledged writes"
+                                       f"{took_txt}.", e, 0))
+                else:
+                    why = _ELECTED_WHY.get(reason)
+                    was = f", after broker {prior_leader}" if prior_leader is not None and prior_leader >= 0 else ""
+                    steps.append(_Step(e["t"], "election", f"At {when} the controller elected broker {leader} leader "
+                                       f"of {tp}{was} ({epochs}, ISR {isr}){': ' + why if why else ''}{took_txt}.",
+                                       e, 1))
+            elif leader is not None and leader < 0:
+                counts["leaderless"] += 1
+                why = _ELECTED_WHY.get(reason, "")
+                who = f"its leader {prior_leader}" if prior_leader is not None and prior_leader >= 0 else "its leader"
+                why = ("; " + why.replace("its previous leader", who)
+                       if why and reason in ("leader_fenced", "controlled_shutdown") else "")
+                steps.append(_Step(e["t"], "isr_changed", f"At {when} {tp} was left without a leader ({epochs}, ISR "
+                                   f"{isr if isr is not None else 'not logged'}){why}.", e, 1))
+            else:
+                counts["isr_changes"] += 1
+                how = " by the leader's AlterPartition" if reason == "alter_partition" else (
+                    f" ({reason})" if reason else "")
+                old = f" from {prior_isr}" if prior_isr is not None else ""
+                steps.append(_Step(e["t"], "isr_changed", f"At {when} the ISR of {tp} changed{old} to {isr}{how} "
+                                   f"(partition epoch {e.get('partition_epoch')}).", e, 3))
+            if isr is not None:
+                prior_isr = isr
+            if leader is not None:
+                prior_leader = leader
+        elif ev == "truncation":
+            counts["truncations"] += 1
+            frm, to = _int(e.get("from_offset")), _int(e.get("to_offset"))
+            cut = frm is not None and to is not None and frm > to
+            why = {"diverging_epoch": "to match its leader's log (diverging epoch)", "high_watermark":
+                   "to its high watermark", "offset_out_of_range": "to its leader's offsets (offset out of range)"}.get(
+                str(e.get("reason")), str(e.get("reason") or "truncation"))
+            steps.append(_Step(e["t"], "truncation", f"At {when} broker {_node_of(e)} truncated {tp} "
+                               + (f"from offset {frm} to {to}, cutting {frm - to} records, " if cut else
+                                  f"to offset {to} ")
+                               + f"{why} (Partition.truncateTo).", e, 0 if cut else 4))
+        elif ev == "recovery":
+            counts["recoveries"] += 1
+            steps.append(_Step(e["t"], "recovery", f"At {when} broker {_node_of(e)} recovered {tp} after an unclean "
+                               f"shutdown, its log ending at offset {e.get('log_end_offset')}.", e, 2))
+    flush()
+    # the brokers it lives on, and what happened to them and to the controllers meanwhile
+    replicas: set[int] = set()
+    for e in pe:
+        for k in ("leader", "broker", "node"):
+            b = _int(e.get(k))
+            if b is not None and b >= 0 and (k != "node" or e.get("role") != "controller"):
+                replicas.add(b)
+        replicas.update(b for b in (_isr(e.get("isr")) or []) + (_isr(e.get("new_isr")) or []) if b >= 0)
+    t0, t1 = told[0]["t"] - EVENT_CONTEXT_S, told[-1]["t"]
+    near = [e for e in around if t0 <= e["t"] <= t1]
+    brokers = _broker_steps([e for e in near if _node_of(e) in replicas], w0)
+    counts["fences"] = sum(1 for s in brokers if s.kind == "broker_fenced")
+    ctl, counts["controller_failovers"] = _controller_steps([e for e in near if e.get("event") in
+                                                               _CONTROLLER_UP + _CONTROLLER_DOWN], w0, failovers)
+    steps += brokers + [s for s in ctl if s.rank <= 2]
+    return _event_story(topic, part, tp, steps, counts)
+
+
+def _summary(counts: dict[str, Any]) -> str:
+    """One line of what the counts say, the gravest first."""
+    parts = []
+
+    def n(k: str, one: str, many: str) -> None:
+        v = int(counts.get(k) or 0)
+        if v:
+            parts.append(f"{v} {one if v == 1 else many}")
+    n("unclean_elections", "unclean election", "unclean elections")
+    clean = int(counts.get("elections") or 0) - int(counts.get("unclean_elections") or 0)
+    if clean:
+        parts.append(f"{clean} {'election' if clean == 1 else 'elections'}" + (" from the ISR" if
+                                                                               counts.get("unclean_elections") else ""))
+    rej = int(counts.get("alter_partition_rejected") or 0)
+    if rej:
+        by = ", ".join(f"{k} ×{v}" for k, v in sorted((counts.get("rejected_by_error") or {}).items()))
+        parts.append(f"{rej} AlterPartition rejection{'s' if rej != 1 else ''} ({by})")
+    n("truncations", "truncation", "truncations")
+    n("recoveries", "recovery after an unclean shutdown", "recoveries after an unclean shutdown")
+    n("leaderless", "time without a leader", "times without a leader")
+    n("isr_changes", "ISR change", "ISR changes")
+    n("fences", "fence of a replica", "fences of its replicas")
+    n("broker_fences", "broker fence", "broker fences")
+    n("registrations", "broker registration", "broker registrations")
+    n("controller_failovers", "controller failover", "controller failovers")
+    return ", ".join(parts) or "nothing beyond the initial state"
+
+
+def _event_story(topic: str | None, part: int | None, what: str, steps: list[_Step],
+                 counts: dict[str, Any]) -> dict[str, Any]:
+    steps.sort(key=lambda s: (math.inf if s.t is None else s.t))
+    kept = list(steps)
+    while len(kept) > MAX_EVENT_STEPS:
+        kept.pop(max(range(len(kept)), key=lambda i: (kept[i].rank, i)))
+    summary = _summary(counts)
+    sentences = [s.text for s in kept]
+    if len(kept) < len(steps):
+        sentences.append(f"{len(steps) - len(kept)} more event{'s' if len(steps) - len(kept) != 1 else ''} of {what} "
+                         f"are in the tables below.")
+    out_steps = []
+    for s in kept:
+        d = s.as_dict()
+        if s.count is not None:
+            d["count"] = s.count
+        out_steps.append(d)
+    return {"kind": EVENT_STORY, "topic": topic, "partition": part, "label": f"{what}: {summary}",
+            "counts": counts, "sentences": sentences, "steps": out_steps}
+
+
+def _cluster_story(w: _World, w0: float | None, fo: set[int]) -> dict[str, Any] | None:
+    """The cluster itself: brokers fenced, registered and unfenced, and the controllers' leadership."""
+    brokers = _broker_steps([e for e in w.events if e.get("event") in
+                             ("broker_fenced", "broker_unfenced", "broker_registered")], w0)
+    ctl, failovers = _controller_steps([e for e in w.events if e.get("event") in _CONTROLLER_UP + _CONTROLLER_DOWN],
+                                       w0, fo)
+    fences = sum(1 for s in brokers if s.kind == "broker_fenced")
+    if not fences and not failovers and not any(s.rank <= 2 for s in ctl):
+        return None
+    counts = {"broker_fences": fences, "registrations": sum(1 for s in brokers if s.kind == "broker_registered"),
+              "unfences": sum(1 for s in brokers if s.kind == "broker_unfenced"), "controller_failovers": failovers,
+              "controller_renounces": sum(1 for e in w.events if e.get("event") in _CONTROLLER_DOWN)}
+    return _event_story(None, None, "the cluster", brokers + ctl, counts)
+
+
+def build_event_stories(events: list[dict[str, Any]], timeline: list[dict[str, Any]], *,
+                        wall_at_t0: float | None = None) -> list[dict[str, Any]]:
+    """What the cluster's events say happened, without a history to say what was lost: one story
+    per topic-partition whose events hold more than its creation (elections, ISR changes,
+    AlterPartition answers - every rejection counted -, truncations, recoveries, with the fences of
+    its replicas and the controller failovers before them), the gravest first (unclean elections,
+    then rejections, then the most events), then one story of the cluster (fences, registrations,
+    controller failovers) when it has one. ``wall_at_t0``: the run clock's anchor, so each step
+    also names its wall time. The same rows as :func:`build_stories` (checkers/load.py), so a
+    step points at the line it comes from."""
+    w = _world(events, timeline)
+    by_part: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for e in w.events:
+        if e.get("topic") is not None and _int(e.get("partition")) is not None:
+            by_part.setdefault((str(e["topic"]), int(e["partition"])), []).append(e)
+    around = [e for e in w.events if e.get("event") in ("broker_fenced", "broker_unfenced", "broker_registered",
+                                                        *_CONTROLLER_UP, *_CONTROLLER_DOWN)]
+    fo = _failovers(w.events)
+    out = [s for (topic, part), pe in by_part.items()
+           if (s := _partition_story(topic, part, pe, around, wall_at_t0, fo)) is not None]
+    out.sort(key=lambda s: (-s["counts"]["unclean_elections"], -s["counts"]["alter_partition_rejected"],
+                            -len(s["steps"]), str(s["topic"]), s["partition"]))
+    cluster = _cluster_story(w, wall_at_t0, fo)
+    return out + ([cluster] if cluster is not None else [])

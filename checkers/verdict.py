@@ -16,6 +16,9 @@ that had acknowledged writes) and writes what :func:`checkers.outcome.decide` de
 Each anomaly family runs check-safe (checkers/families.py); the families' answers merge as
 Jepsen's merge-valid (:func:`validity`), and a family that raised turns a run that found nothing
 into an inconclusive one naming it (:func:`failure_reasons`): one more :attr:`Evidence.thin` reason.
+So are too few faults applied (run.json ``faults`` below ``nemesis.min_applied``,
+:meth:`checkers.outcome.FaultCount.shortfall`) and a node that stopped during the run on its own
+(:mod:`checkers.halts`): both are in the verdict (``faults``, ``halts``) whatever the outcome.
 """
 from __future__ import annotations
 
@@ -24,11 +27,15 @@ from typing import Any
 
 from checkers import incidents
 from checkers.analysis import Analysis
-from checkers.outcome import EXIT_INCONCLUSIVE, Evidence, Expectation, decide, exit_code  # noqa: F401 - exit codes: checkers/outcome.py
+from checkers.halts import halt_reasons
+from checkers.outcome import EXIT_INCONCLUSIVE, Evidence, Expectation, FaultCount, decide, exit_code  # noqa: F401 - exit codes: checkers/outcome.py
 from checkers.stories import mechanism_counts
 from workloads.history import send_errors
 
-INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed")
+INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed",
+                 # the cluster's metadata and availability, not the history (docs/anomalies.md):
+                 # a campaign requires or forbids them (require_anomalies, forbid_anomalies)
+                 "controller_split_brain", "isr_change_stuck")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 
@@ -109,8 +116,12 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
     exp = Expectation.from_run(run, expect=expect)
     stories = list(an.extra.get("stories") or [])
     errors = send_errors(run_dir) if exp.require_errors and run_dir is not None else {}
-    # a family that raised leaves a run that found nothing without an answer (docs/verdict-format.md)
-    thin = thin_evidence(an.acked_writes, an.stats) + failure_reasons(an.family_failures, exp.expect)
+    # a family that raised leaves a run that found nothing without an answer (docs/verdict-format.md);
+    # so do too few faults applied and a node that stopped on its own: the run tested less than meant
+    faults = FaultCount.from_run(run)
+    node_halts = list(an.extra.get("halts") or [])
+    thin = thin_evidence(an.acked_writes, an.stats) + failure_reasons(an.family_failures, exp.expect) \
+        + (faults.shortfall() if faults is not None else []) + halt_reasons(node_halts)
     decided = decide(exp, Evidence(lost=int(counts["lost_write"]), acked=an.acked_writes, valid=valid,
                                    invalid_because=bad, counts=counts, stories=stories, send_errors=errors,
                                    thin=thin)).to_verdict(exp)
@@ -129,6 +140,8 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
         "valid": merged == "valid",
         "validity": merged,
         "family_failures": list(an.family_failures),
+        "faults": faults.to_json() if faults is not None else None,
+        "halts": node_halts,
         "incidents": n_incidents,
         "incidents_by_anomaly": by_kind,
         "counts": counts,

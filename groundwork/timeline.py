@@ -6,8 +6,11 @@ fault that was applied but not recorded would make a loss unattributable. Record
     {"v": 1, "t": 12.5, "kind": "nemesis", "phase": "start", "id": "f-3", "fault": "kill",
      "targets": ["broker-2"], "detail": {...}}
 
-``kind`` is ``nemesis`` (phase ``start``/``stop``), ``phase`` (harness phases such as
-``setup``, ``workload``, ``heal``, ``drain``) or ``note``.
+``kind`` is ``nemesis`` (phase ``start``/``stop``, or ``failed``: the fault's start raised and
+whatever it had done was healed, ``detail.reason`` one line and ``detail.undone`` what the heal
+did), ``phase`` (harness phases such as ``setup``, ``workload``, ``heal``, ``drain``), ``node_exit``
+(a Kafka node found not running, or running under another pid, though no fault of the run had
+stopped it: ``host``, ``text``) or ``note``.
 """
 from __future__ import annotations
 
@@ -41,6 +44,11 @@ class Timeline:
 
     def fault_stopped(self, fault_id: str, fault: str, targets: list[str], **detail: Any) -> dict[str, Any]:
         return self.event("nemesis", phase="stop", id=fault_id, fault=fault, targets=targets, detail=detail)
+
+    def fault_failed(self, fault_id: str, fault: str, targets: list[str], **detail: Any) -> dict[str, Any]:
+        """A fault whose start raised (``detail``: ``reason``, ``undone``): it is counted as failed,
+        never as applied, by the verdict (docs/verdict-format.md ``faults``)."""
+        return self.event("nemesis", phase="failed", id=fault_id, fault=fault, targets=targets, detail=detail)
 
     def phase(self, name: str, **detail: Any) -> dict[str, Any]:
         return self.event("phase", phase=name, detail=detail)

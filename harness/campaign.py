@@ -18,13 +18,14 @@ from typing import Any
 
 import yaml
 
+from checkers.evidence import SCHEMAS as ANOMALY_SCHEMAS
 from checkers.outcome import EXPECTS, LOSS_ALLOWED, Expectation
 from groundwork.config import ConfigError, Validator, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
 
 TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "allowed_by",
-            "require_errors", "seed")
+            "require_errors", "require_anomalies", "forbid_anomalies", "seed")
 TARGET_KEYS = ("inventory", "settings", "controllers")
 TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
@@ -201,7 +202,17 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
     # allowed_by is read only with loss-allowed, so `--set expect=no-loss` needs nothing else
     allowed_by = c.string(doc["allowed_by"], "allowed_by") if doc.get("allowed_by") is not None else None
     require = c.str_list(doc["require_errors"], "require_errors", min_len=1) if doc.get("require_errors") is not None else []
-    expectation = Expectation(expect, allowed_by if expect == LOSS_ALLOWED else None, tuple(require))
+    anomalies = {}
+    for key in ("require_anomalies", "forbid_anomalies"):
+        names = c.str_list(doc[key], key, min_len=1) if doc.get(key) is not None else []
+        for n in names:
+            if n not in ANOMALY_SCHEMAS:
+                raise c.fail(key, f"unknown anomaly {n!r}; want one of {', '.join(ANOMALY_SCHEMAS)}")
+        anomalies[key] = tuple(names)
+    both = sorted(set(anomalies["require_anomalies"]) & set(anomalies["forbid_anomalies"]))
+    if both:
+        raise c.fail("forbid_anomalies", f"{', '.join(both)} is also in require_anomalies; want each in one of them")
+    expectation = Expectation(expect, allowed_by if expect == LOSS_ALLOWED else None, tuple(require), **anomalies)
     host_names = None if inventory.embedded else set(inventory.hosts)
     schedule = parse_schedule(c, doc.get("nemesis"), "nemesis", partitions=topic.partitions,
                               host_names=host_names, embedded_brokers=brokers if inventory.embedded else None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from checkers.outcome import EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, exit_code
+from checkers.outcome import EVENTS_ONLY, EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, exit_code
 
 
 @dataclass
@@ -62,6 +62,10 @@ def _first_line(e: BaseException) -> str:
 def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
     """The exit code and one line for a checked run, as the checker decided (checkers/outcome.py)."""
     code = exit_code(verdict)
+    if verdict.get("mode") == EVENTS_ONLY:
+        told = verdict.get("event_stories") or []
+        return code, (f"events only: {len(told)} stor{'y' if len(told) == 1 else 'ies'} of what the cluster's logs "
+                      f"say happened; {verdict.get('outcome_reason')}")
     msg = (f"verdict: {validity_word(verdict)}; lost acknowledged writes: "
            f"{(verdict.get('counts') or {}).get('lost_write', '?')} of {verdict.get('acked_writes', '?')}; "
            f"expected {verdict.get('expected', '?')}: "

@@ -282,7 +282,11 @@ class Cluster:
                 suffix = _rolled_suffix(fname, base)
                 if suffix is None or (suffix and not _rolled_in_run(suffix, tz, since)):
                     continue
-                local = name + (f".{suffix}" if suffix else "")
+                # Kafka 4.0's log4j2.yaml names the rolled state-change files stage-change.log.<hour>:
+                # keep that name (checkers/kafkalog reads it as the state-change log), so a host that
+                # has both names for one hour keeps both files
+                aliased = bool(suffix) and not fname.startswith(base + ".")
+                local = (_ROLLED_ALIASES[base] if aliased else name) + (f".{suffix}" if suffix else "")
                 try:
                     node.transport.get(f"{parent}/{fname}", str(dest / local))
                     collected[local] = f"{parent}/{fname}"
@@ -306,12 +310,20 @@ def _run_start(run_dir: Path) -> float | None:
     return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
 
 
+#: rolled files Kafka names differently from the current one: Kafka 4.0's config/log4j2.yaml rolls
+#: state-change.log to ``stage-change.log.%d{yyyy-MM-dd-HH}`` (the 4.0.0 distribution and log dir of
+#: tests/checkers/kafka_logs_real/kafka2.13-4.0.0-repo-restart-fence-reelect, PROVENANCE.md)
+_ROLLED_ALIASES = {"state-change.log": "stage-change.log"}
+
+
 def _rolled_suffix(fname: str, base: str) -> str | None:
-    """"" for the current file, the DatePattern suffix for a rolled one, None for others."""
+    """"" for the current file, the DatePattern suffix for a rolled one (under the current file's
+    name or its :data:`_ROLLED_ALIASES` name), None for others."""
     if fname == base:
         return ""
-    if fname.startswith(base + ".") and re.fullmatch(r"\d{4}-\d{2}-\d{2}(-\d{2})?", fname[len(base) + 1:]):
-        return fname[len(base) + 1:]
+    for stem in (base, _ROLLED_ALIASES.get(base)):
+        if stem and fname.startswith(stem + ".") and re.fullmatch(r"\d{4}-\d{2}-\d{2}(-\d{2})?", fname[len(stem) + 1:]):
+            return fname[len(stem) + 1:]
     return None
 
 

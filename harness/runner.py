@@ -35,8 +35,10 @@ from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
-from nemeses.base import NemesisContext
+from nemeses.base import REGISTRY, NemesisContext
+from nemeses.reboot import run_notes as page_cache_notes
 from nemeses.schedule_runner import ScheduleError, ScheduleRunner
+from workloads.history import read_jsonl
 
 
 class Interrupted(BaseException):
@@ -181,6 +183,8 @@ class Runner:
         self.sched: ScheduleRunner | None = None
         self.run_json: dict[str, Any] = {}
         self.notes: list[str] = []
+        #: each node's service pids when the nemesis phase began (:meth:`check_nodes`)
+        self.pids_before: dict[str, list[int]] = {}
 
     # -- run.json ---------------------------------------------------------------------------
     def write_run_json(self, **extra: Any) -> None:
@@ -194,11 +198,18 @@ class Runner:
             "topic": {"name": c.topic.name, "partitions": c.topic.partitions,
                       "replication_factor": c.topic.replication_factor,
                       "min_insync_replicas": c.topic.min_insync_replicas, "configs": dict(c.topic.configs)},
-            "command": self.command, **extra,
+            "command": self.command, "faults": self.faults_json(), **extra,
         })
         self.run_json.setdefault("started_wall", time.time())
         self.run_json.setdefault("owner", owner())  # the live process running it: faultline prune leaves it alone
         write_json(self.run_dir / "run.json", self.run_json)
+
+    def faults_json(self) -> dict[str, Any]:
+        """run.json ``faults``: the schedule's faults applied and failed (nemeses.active) and the
+        campaign's ``nemesis.min_applied``; the checker judges them (checkers/outcome.py)."""
+        counts = self.sched.faults.summary() if self.sched is not None else {"applied": 0, "failed": 0,
+                                                                             "failed_list": []}
+        return {**counts, "min_applied": self.camp.schedule.min_applied}
 
     # -- phases -----------------------------------------------------------------------------
     def phase(self, name: str, **detail: Any) -> None:
@@ -287,6 +298,7 @@ class Runner:
         ctx = NemesisContext(nodes=dict(self.cluster.nodes), timeline=self.timeline, ledger=self.ledger,
                              rng=random.Random(c.seed), inventory_path=str(self.cluster.inventory_path),
                              settings=self.nemesis_settings())
+        self.pids_before = {name: n.service_pids() for name, n in self.cluster.nodes.items()}
         self.sched = ScheduleRunner(ctx, View(self.cluster, self.observer), c.schedule, stop_event=self.stop_event,
                                     on_fault=lambda s: setattr(self.status, "fault", s))
         end = time.monotonic() + c.workload.duration
@@ -321,6 +333,7 @@ class Runner:
         if not ok:
             self.timeline.event("note", text=f"cluster did not recover within {c.workload.recovery_timeout:g}s")
             self.notes.append("cluster did not recover before the drain")
+        self.check_nodes()
         self.phase("stop-clients")
         self.refresh_status()
         self.stop_clients()
@@ -329,6 +342,38 @@ class Runner:
         ends = drain(self.cluster.bootstrap, c.topic.name, c.topic.partitions, self.history_dir,  # type: ignore[union-attr]
                      self.clock.now, timeout=c.workload.drain_timeout)
         self.timeline.event("note", text="drain done", ends={str(k): v for k, v in ends.items()})
+
+    def check_nodes(self) -> None:
+        """After the heal and the recovery wait, every Kafka node must run, and a node no
+        process fault touched must still run as the same process. A node that does not, or
+        runs under new pids, exited during the run on its own (Kafka halts on a fatal fault:
+        ProcessTerminatingFaultHandler), so the run did not test what it meant to: a
+        ``node_exit`` timeline record, which the checker reads (docs/verdict-format.md
+        ``halts``). Cheap (one pid lookup per node) and reliable on every target: a heal starts
+        every node a fault stopped, so after it nothing is legitimately down."""
+        if self.cluster is None or not self.pids_before:
+            return
+        touched: set[str] = set()
+        if self.sched is not None:
+            for f in self.sched.faults.started:
+                if getattr(REGISTRY.get(f["fault"]), "acts_on_service", True):
+                    touched.update(f["targets"])
+        for name, node in self.cluster.nodes.items():
+            try:
+                now = node.service_pids()
+            except Exception as e:  # noqa: BLE001 - an unreachable host says nothing about its process
+                self.notes.append(f"{name}: cannot read its pids after the run: {type(e).__name__}: {e}")
+                continue
+            before = self.pids_before.get(name) or []
+            if not now:
+                text = f"{name} is not running after the heal; no fault of the run left it down"
+            elif name not in touched and before and set(now) != set(before):
+                text = (f"{name} runs as pid {', '.join(map(str, now))}, not {', '.join(map(str, before))}: "
+                        "it exited and was started again though no fault of the run stopped it")
+            else:
+                continue
+            self.timeline.event("node_exit", host=name, node_id=node.node_id, role=node.role, text=text)
+            self.notes.append(text)
 
     def teardown(self) -> None:
         """Everything this run started goes, whatever happened before (called in finally)."""
@@ -407,8 +452,10 @@ class Runner:
                                  only_ids={e["id"] for e in self.ledger.open_entries()
                                            if str(self.run_dir) in json.dumps(e)})
             self.notes += leftovers.failed
+            if self.timeline.path.exists():
+                self.notes += page_cache_notes([r for r in read_jsonl(self.timeline.path) if isinstance(r, dict)])
             self.write_run_json(ended_wall=time.time(), duration_s=round(self.clock.now(), 3),
-                                notes=self.notes)
+                                notes=self.notes, faults=self.faults_json())
         if infra is not None:
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)

@@ -93,10 +93,17 @@ def layout(n: int, root: Path, prefix: str, base: int, overrides: dict[str, str]
 
 
 def features_in_force(overrides: dict[str, str]) -> dict[str, object]:
-    """features.describe() for the cluster's settings (every node gets the same --set values)."""
+    """features.describe() for the cluster's settings (every node gets the same --set values): the
+    brokers' record; with ``controller.kafka.version`` (controllers on other software, a rolling
+    upgrade) also that version and the controllers' gates under ``controller``."""
     values = defaults()
     apply_settings(values, overrides)
-    return features.derive(values).describe()
+    out = features.derive(values).describe()
+    if values.get(features.CONTROLLER_KAFKA_VERSION) is not None:
+        ctl = features.derive(values, role="controller").describe()
+        out[features.CONTROLLER_KAFKA_VERSION] = ctl["kafka.version"]
+        out["controller"] = {"kafka.version": ctl["kafka.version"], "gates": ctl["gates"]}
+    return out
 
 
 def _pid_of(path: Path, root: Path) -> int | None:

@@ -165,6 +165,8 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "metadata.version": (_metadata_version, features.parse_metadata_version("4.1")),
     # the software version (kraftsim/features.py): None = the release that introduced metadata.version
     "kafka.version": (_kafka_version, None),
+    # the controllers' own software version during a rolling upgrade (None: kafka.version)
+    "controller.kafka.version": (_kafka_version, None),
     "timing": (_timing, "fast"),
     "log.flush.interval.messages": (_int(1), None),
     "log.segment.bytes": (_int(1024), 64 * 1024 * 1024),
@@ -176,6 +178,10 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     # the pause after a partition error; after a lost connection at least 200 ms (kraftsim's floor)
     "replica.fetch.backoff.ms": (_int(0), 100),
     "broker.session.timeout.ms": (_int(100), 3000),
+    # KRaftConfigs METADATA_MAX_IDLE_INTERVAL_MS (3.4 KafkaConfig MetadataMaxIdleIntervalMs): the
+    # active controller appends a NoOpRecord this often (gate noop_records); 0 = never. Kafka's
+    # default in both timing profiles
+    "metadata.max.idle.interval.ms": (_int(0), 500),
     "broker.heartbeat.interval.ms": (_int(10), 500),
     "broker.self.fence.timeout.ms": (_int(100), None),
     # seed 002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
@@ -224,7 +230,7 @@ class Config:
     def features(self) -> features.Features:
         """The Kafka behaviours in force, from kafka.version, metadata.version and any explicit
         override (derived once: a config does not change while a process runs)."""
-        return features.derive(self.values)
+        return features.derive(self.values, role=str(self.values.get("process.roles") or "broker"))
 
     @property
     def isr_expiration_s(self) -> float:
@@ -266,6 +272,10 @@ def apply_settings(values: dict[str, object], raw: dict[str, str]) -> None:
         features.derive(values)
     except ValueError as e:
         raise ValueError(str(e), "kafka.version") from None
+    try:
+        features.derive(values, role="controller")
+    except ValueError as e:
+        raise ValueError(str(e), features.CONTROLLER_KAFKA_VERSION) from None
 
 
 def load(path: Path, role: str) -> Config:

@@ -52,7 +52,7 @@ CONTROLLER_APIS = {
     18: (0, 3),   # ApiVersions
     1: (12, 12),  # Fetch of __cluster_metadata (metadata channel)
     19: (2, 7),   # CreateTopics (forwarded by brokers)
-    56: (2, 3),   # AlterPartition
+    56: (2, 3),   # AlterPartition (v3 from Kafka 3.5 software: Controller.run)
     62: (0, 4),   # BrokerRegistration
     63: (0, 1),   # BrokerHeartbeat
 }
@@ -82,7 +82,8 @@ class Controller:
                           election_backoff_max_ms=int(cfg["controller.quorum.election.backoff.max.ms"]),
                           request_timeout_ms=int(cfg["controller.quorum.request.timeout.ms"]),
                           retry_backoff_ms=int(cfg["controller.quorum.retry.backoff.ms"]),
-                          fatal_fault=cfg.features.raft_fatal_fault, pre_vote=cfg.features.pre_vote)
+                          fatal_fault=cfg.features.raft_fatal_fault, pre_vote=cfg.features.pre_vote,
+                          check_quorum=cfg.features.check_quorum)
         self.quorum = MetadataQuorum(self.node_id, str(cfg["cluster.id"]), host, qc, Path(cfg["metadata.log.dir"]),
                                      events, self, segment_bytes=int(cfg["log.segment.bytes"]))
         self.records: list[dict[str, Any]] = []  # by offset; a LeaderChange control record shows as leader_change
@@ -128,6 +129,7 @@ class Controller:
 
     def renounce(self, epoch: int) -> None:
         """QuorumController.renounce: back to the last committed state; pending writes fail."""
+        self.last_write = -1   # the deferred event queue is failed with it (failAll)
         self.image = MetadataImage()
         self.records = []
         for off, rec in self.quorum.committed_records():
@@ -197,7 +199,13 @@ class Controller:
 
     def _active_only(self, api: int, handler: Any) -> Any:
         """Only the active controller serves the controller APIs (NOT_CONTROLLER otherwise), and
-        a write is answered once committed (QuorumController's deferred event queue)."""
+        a write is answered once committed (QuorumController's deferred event queue). A request
+        that wrote nothing (a heartbeat of an unfenced broker) is answered once the highest write
+        still pending is committed, as QuorumController.ControllerWriteEvent.run does with an
+        empty result ("If there are operations in the purgatory, we want to wait for the latest
+        one to complete before returning our result to the user": it read uncommitted state) -
+        so a leader that can commit nothing (cut from the other voters, its NoOpRecords pending)
+        answers no broker at all."""
         def refuse(req: Any) -> Any:
             if api == 19:  # CreateTopics has no top-level error: NOT_CONTROLLER for each topic
                 return error_response(api, req.__version__, ErrorCode.not_controller,
@@ -207,10 +215,9 @@ class Controller:
         async def serve(header: Any, req: Any, peer: Peer) -> Any:
             if not self.quorum.is_active():
                 return refuse(req)
-            mark = self.last_write
             try:
                 resp = await handler(header, req, peer)
-                if self.last_write > mark:
+                if self.last_write >= 0:   # its own records, or the highest pending (already committed: no wait)
                     await self.quorum.wait_committed(self.last_write)
             except NotLeader:
                 return refuse(req)
@@ -686,6 +693,23 @@ class Controller:
             except Exception as e:  # noqa: BLE001 - fencing must keep running; say why it hiccuped
                 self.ev.log(f"session check failed: {type(e).__name__}: {e}")
 
+    async def noop_loop(self) -> None:
+        """QuorumController.maybeScheduleNextWriteNoOpRecord: the active controller appends a
+        NoOpRecord every ``metadata.max.idle.interval.ms`` (its own write event, rescheduled by
+        itself), from Kafka 3.3 at metadata.version 3.3-IV1+ (gate ``noop_records``). It keeps the
+        metadata log moving; on a leader that cannot commit, it keeps writes pending forever."""
+        interval = int(self.cfg["metadata.max.idle.interval.ms"]) / 1000
+        if interval <= 0 or not self.cfg.features.noop_records:
+            return
+        while not self.stopping:
+            await asyncio.sleep(interval)
+            if not self.quorum.is_active():
+                continue
+            try:
+                self.append([{"type": "noop"}])
+            except NotLeader:
+                continue
+
     async def run(self, stop: asyncio.Event) -> None:
         self.load()
         # the run records what was in force (MetadataVersion gates and any explicit override)
@@ -693,16 +717,21 @@ class Controller:
         _, host, port = self.cfg["listeners"]
         handlers = {19: self.h_create_topics, 56: self.h_alter_partition, 62: self.h_registration,
                     63: self.h_heartbeat}
-        self.server = Server({**CONTROLLER_APIS, **self.quorum.api_versions()},
+        # AlterPartition v3 (NewIsrWithEpochs) exists from Kafka 3.5 (AlterPartitionRequest.json); a
+        # controller advertises every version its software has (SimpleApiVersionManager)
+        apis = {**CONTROLLER_APIS, 56: (2, 3 if self.cfg.features.alter_partition_v3 else 2)}
+        self.server = Server({**apis, **self.quorum.api_versions()},
                              {**{k: self._active_only(k, h) for k, h in handlers.items()}, **self.quorum.handlers()},
                              on_error=self.ev.log)
         self.server.raw_handlers[PRIVATE_LOCAL_LOG_REPORT] = self._raw_active_only
         await self.server.start(host, port)
         task = asyncio.ensure_future(self.session_loop())
+        noop = asyncio.ensure_future(self.noop_loop())
         try:
             await self.quorum.run(stop)  # until stop; a leader then resigns (EndQuorumEpoch)
         finally:
             self.stopping = True
             task.cancel()
+            noop.cancel()
             self.server.close()
             self.quorum.close()

@@ -52,6 +52,7 @@ MetadataVersion = tuple[int, int, int]
 KafkaVersion = tuple[int, int, int]
 
 IBP_3_2_IV0: MetadataVersion = (3, 2, 0)
+IBP_3_3_IV1: MetadataVersion = (3, 3, 1)
 IBP_3_5_IV1: MetadataVersion = (3, 5, 1)
 IBP_3_6_IV0: MetadataVersion = (3, 6, 0)
 IBP_3_7_IV0: MetadataVersion = (3, 7, 0)
@@ -167,10 +168,23 @@ GATES: tuple[Gate, ...] = (
          "isBrokerEpochIsrEligible; ReplicationControlManager.ineligibleReplicasForIsr - KAFKA-14617 "
          "79b5f7f1ce2, 8c88cdb7186, d5e216d6183, first 3.5.0",
          software=Range(since=(3, 5, 0)), protocol=Range(since=IBP_3_5_IV1), override="kip903.enabled"),
-    Gate("alter_partition_v3", "AlterPartition v3 with NewIsrWithEpochs (AlterPartitionRequest.Builder)", "software",
-         "clients/.../AlterPartitionRequest.java Builder (version negotiated with the controller, not MV-bound); "
-         "core Partition.scala addBrokerEpochToIsr - KAFKA-14617 8c88cdb7186 / d5e216d6183, first 3.5.0",
+    Gate("alter_partition_v3", "AlterPartition v3 with NewIsrWithEpochs (AlterPartitionRequest.json validVersions 0-3)",
+         "software",
+         "clients/.../AlterPartitionRequest.java Builder and AlterPartitionRequest.json (validVersions 0-2 up to "
+         "3.4.x, 0-3 from 3.5.0): a broker builds v3, a controller advertises v3 (ControllerServer's "
+         "SimpleApiVersionManager: every version of the schema, whatever the metadata.version); the version "
+         "sent is the highest both know, negotiated per connection by NetworkClient from the controller's "
+         "ApiVersions; core Partition.scala addBrokerEpochToIsr - KAFKA-14617 8c88cdb7186 / d5e216d6183, first 3.5.0",
          software=Range(since=(3, 5, 0))),
+    Gate("alter_partition_build_not_idempotent",
+         "AlterPartitionRequest.Builder.build below v3 empties NewIsrWithEpochs (a rebuilt request has an empty ISR)",
+         "software",
+         "clients/.../AlterPartitionRequest.java Builder.build(version < 3): NewIsrWithEpochs moved into NewIsr "
+         "and cleared, so the channel's re-send of the same builder (NodeToControllerRequestThread.handleResponse: "
+         "disconnect or NOT_CONTROLLER -> requestQueue.putFirst; NetworkClient.doSend builds again) carries "
+         "NewIsr = [] - 3.5.0 and 3.5.1; fixed by KAFKA-15353 6f55160175a (first 3.5.2), bee6c41ff87 (3.6.0), "
+         "b41b2dfcf2f (trunk, 3.7.0)",
+         software=Range(since=(3, 5, 0), before=(3, 5, 2))),
     Gate("leader_epoch_bump_on_isr_shrink", "MetadataVersion.isLeaderEpochBumpRequiredOnIsrShrink", "both",
          "metadata/.../PartitionChangeBuilder.java triggerLeaderEpochBumpIfNeeded: software before 3.6 "
          "bumps on every ISR shrink; from KAFKA-15021 8ad0ed3e618 (first 3.6.0) only below IBP_3_6_IV0",
@@ -189,6 +203,15 @@ GATES: tuple[Gate, ...] = (
          "raw config in checkEnoughReplicasReachOffset / appendRecordsToLeader); controller "
          "ReplicationControlManager.getTopicEffectiveMinIsr - KAFKA-15581 af747fbfed7, first 3.7.0",
          software=Range(since=(3, 7, 0))),
+    Gate("isr_expansion_unsynchronised",
+         "Partition.updateFollowerFetchState without leaderIsrUpdateLock (ISR expansion reads Replica.stateSnapshot "
+         "unsynchronised)", "software",
+         "core/.../cluster/Partition.scala 3.5.0-3.6.2: updateFollowerFetchState -> Replica.updateFetchState takes "
+         "no lock, so maybeExpandIsr's checks (canAddReplicaToIsr / isReplicaIsrEligible, isFollowerInSync) and "
+         "prepareIsrExpand -> addBrokerEpochToIsr read the replica's state at different moments; fixed by "
+         "KAFKA-15221 d46781d4db3 (inReadLock(leaderIsrUpdateLock) around updateFetchStateOrThrow), first 3.7.0, "
+         "not on 3.5.x / 3.6.x; before 3.5.0 no broker epoch is read (KIP-903)",
+         software=Range(since=(3, 5, 0), before=(3, 7, 0))),
     Gate("fetch_fences_stale_replica_epoch", "Replica.updateFetchStateOrThrow (stale broker epoch fenced)",
          "software",
          "core/.../cluster/Replica.scala updateFetchStateOrThrow, Partition.updateFollowerFetchState - "
@@ -216,6 +239,19 @@ GATES: tuple[Gate, ...] = (
          "FollowerState.canGrantPreVote - KAFKA-17641 (Vote v2) / KAFKA-17642 (ProspectiveState), first 4.0.0; "
          "per peer by Vote RPC version, no feature level",
          software=Range(since=(4, 0, 0))),
+    Gate("check_quorum", "KRaft leader check quorum (LeaderState.timeUntilCheckQuorumExpires)", "software",
+         "raft/.../KafkaRaftClient.java pollLeader: resign when LeaderState.timeUntilCheckQuorumExpires == 0 (no "
+         "Fetch from a majority of the voters for 1.5 x controller.quorum.fetch.timeout.ms, "
+         "updateCheckQuorumForFollowingVoter) - KAFKA-15489 37416e1aeba, first 3.7.0 (not on 3.6.x); before, "
+         "pollLeader resigns only on shutdown or a requested resignation, so a leader cut from the other voters "
+         "stays active",
+         software=Range(since=(3, 7, 0))),
+    Gate("noop_records", "NoOpRecord every metadata.max.idle.interval.ms (MetadataVersion.isNoOpRecordSupported)",
+         "both",
+         "metadata/.../QuorumController.java maybeScheduleNextWriteNoOpRecord (the active controller appends a "
+         "NoOpRecord every metadata.max.idle.interval.ms, default 500); server-common MetadataVersion."
+         "isNoOpRecordSupported (IBP_3_3_IV1) - KAFKA-13883 7d1b0926fab, first 3.3.0",
+         software=Range(since=(3, 3, 0)), protocol=Range(since=IBP_3_3_IV1)),
     Gate("raft_fatal_fault", "RaftIoThread fatal fault handler (process halts on a raft error)", "software",
          "raft/.../RaftIoThread.java doWork: fatalFaultHandler.handleFault(\"Unexpected error in raft IO "
          "thread\") - KAFKA-14644 c81795692fd (3.4.1) / 598ba5f2fd5 (3.5.0); before, ShutdownableThread "
@@ -307,11 +343,20 @@ def check_versions(kv: KafkaVersion, mv: MetadataVersion) -> None:
                          f"{format_kafka_version(release_of(mv))} is wanted")
 
 
-def derive(values: Mapping[str, Any]) -> Features:
+#: the config key giving the controllers a software version of their own (a rolling upgrade in
+#: progress: Kafka's upgrade notes roll the nodes one at a time, so brokers on the new release can
+#: talk to controllers still on the old one); brokers ignore it
+CONTROLLER_KAFKA_VERSION = "controller.kafka.version"
+
+
+def derive(values: Mapping[str, Any], role: str = "broker") -> Features:
     """Every gate from a parsed config: the versions first, then any explicit override (not None).
+    ``role`` "controller" reads ``controller.kafka.version`` when set (else ``kafka.version``).
     Raises ValueError (the one line to print) for a kafka.version older than the metadata.version."""
     mv: MetadataVersion = values["metadata.version"]
     kv_set = values.get("kafka.version")
+    if role == "controller" and values.get(CONTROLLER_KAFKA_VERSION) is not None:
+        kv_set = values[CONTROLLER_KAFKA_VERSION]
     kv: KafkaVersion = kv_set if kv_set is not None else release_of(mv)
     check_versions(kv, mv)
     gates: dict[str, bool] = {}

@@ -321,6 +321,8 @@ class Client:
         self.pending: dict[int, tuple[asyncio.Future, type]] = {}
         self.corr = itertools.count(1)
         self.read_task: asyncio.Task | None = None
+        #: the peer's ApiVersions answer on this connection (api key -> (min, max)); None until asked
+        self.peer_versions: dict[int, tuple[int, int]] | None = None
 
     @property
     def connected(self) -> bool:
@@ -336,6 +338,7 @@ class Client:
         if self.writer:
             self.writer.close()
         self.writer = None
+        self.peer_versions = None
         if self.read_task:
             self.read_task.cancel()
         for fut, _ in self.pending.values():
@@ -391,6 +394,18 @@ class Client:
             self.pending.pop(corr, None)
             self.close()
             raise
+
+    async def api_versions(self, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+        """The peer's supported versions, asked once per connection as Kafka's NetworkClient does on
+        every new connection (``discoverBrokerVersions``: ApiVersionsRequest before the first
+        request; ``NodeApiVersions.latestUsableVersion`` then picks each request's version)."""
+        if self.peer_versions is None or not self.connected:
+            resp = await self.request(build(load_request_schema(18, 3), {
+                "client_software_name": "kraftsim", "client_software_version": "1"}), timeout=timeout)
+            if resp.error_code is not ErrorCode.none:
+                raise ProtocolError(f"ApiVersions: {resp.error_code.name}")
+            self.peer_versions = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in resp.api_keys}
+        return self.peer_versions
 
     async def request_private(self, api_key: int, body: bytes, timeout: float = 10.0) -> bytes:
         """A kraftsim-private request (see PRIVATE_LOCAL_LOG_REPORT); returns the response body."""

@@ -11,6 +11,14 @@ targets, start and duration - has exactly one place to live.
 The ledger and the timeline are written by the nemesis itself (``Nemesis.begin``/``end``):
 ledger first, so a run killed at any point is healed by `faultline heal`.
 
+Faults heal even when they fail (docs/nemeses.md): a start that raises part-way - a reboot that
+killed its broker and then found no log dir - has a ledger entry (``Nemesis.begin`` came first)
+holding what it did, so :meth:`ActiveFaults.start` calls the nemesis's own heal with that record
+before the schedule goes on, writes the fault's ``failed`` record on the timeline (its one-line
+reason and what the heal undid) and raises :class:`FaultFailed`. The faults applied and failed are
+counted here (:meth:`ActiveFaults.summary`, run.json ``faults``): a run in which too few applied
+proves nothing (checkers/outcome.py).
+
 Overlapping faults (docs/nemeses.md, "Overlapping faults"): faults compose unless they would
 undo each other. A fault that claims what an applied one has to itself (``Nemesis.exclusive``:
 the proxy's hold, an interface's root qdisc) is refused (:class:`FaultConflict`). Two faults
@@ -24,11 +32,41 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from groundwork.ledger import new_id
 from nemeses.base import REGISTRY, FaultRecord, Nemesis, NemesisContext
 
 
 class FaultConflict(ValueError):
     """A fault cannot start while another applied one holds what it needs (one line)."""
+
+
+class FaultFailed(RuntimeError):
+    """A fault's start raised; what it had done is healed (unless ``heal_error`` says why not).
+    The message is one line: the fault, its targets, the reason and what was undone."""
+
+    def __init__(self, fault: str, targets: list[str], reason: str, undone: dict[str, Any] | str,
+                 heal_error: str | None = None):
+        self.fault, self.targets, self.reason, self.undone, self.heal_error = fault, list(targets), reason, undone, heal_error
+        what = f"heal failed: {heal_error}" if heal_error else f"undone: {describe_undone(undone)}"
+        super().__init__(f"{fault} on {'+'.join(targets) or '*'} failed: {reason} ({what})")
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line: its message's first line, else its type's name."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def describe_undone(undone: dict[str, Any] | str) -> str:
+    """What a heal did, from its stop detail (``started: [broker-1]``, ``rules_removed: 4``)."""
+    if isinstance(undone, str):
+        return undone
+    parts = []
+    for k, v in undone.items():
+        if v in (None, [], {}, 0, False):
+            continue
+        parts.append(f"{k.replace('_', ' ')} {', '.join(map(str, v)) if isinstance(v, list) else v}")
+    return "; ".join(parts) or "nothing left to undo"
 
 
 @dataclass
@@ -58,6 +96,8 @@ class ActiveFaults:
         self.last_hit_wall: dict[str, float] = {}
         self._lock = threading.RLock()
         self._seq = 0
+        #: every fault this schedule started: ``{"fault", "targets", "id", "applied", "reason"}``
+        self.started: list[dict[str, Any]] = []
         if ctx.service_holders is None:
             ctx.service_holders = self.holders_of
 
@@ -80,15 +120,60 @@ class ActiveFaults:
                 raise FaultConflict(why)
             self._seq += 1
             name = name or f"{fault}-{self._seq}"
-            nem = self.nemesis(fault)
-            rec = nem.start(list(targets), **params)
+            nem: Nemesis | None = None
+            try:
+                nem = self.nemesis(fault)
+                nem.begun = None
+                rec = nem.start(list(targets), **params)
+            except Exception as e:  # noqa: BLE001 - whatever the start did is healed, then it is one line
+                raise self._heal_failed(fault, list(targets), nem, e) from e
             wall = time.time()
             for t in targets:
                 self.last_hit_wall[t] = wall
             a = ActiveFault(nem, rec, name, wall, None if duration is None else time.monotonic() + duration)
             self.applied[name] = a
+            self.started.append({"fault": fault, "targets": list(targets), "id": rec.id, "applied": True})
             self._changed()
             return a
+
+    def _heal_failed(self, fault: str, targets: list[str], nem: Nemesis | None, err: Exception) -> FaultFailed:
+        """Heal what a failed start did, from the record its ``begin`` wrote (None: it failed
+        before touching anything), record the failure on the timeline, and return the error to
+        raise. A nemesis that healed itself before raising (partition, link) is not healed twice.
+        A heal that raises leaves the ledger entry open: the run's final heal and `faultline heal`
+        retry it."""
+        reason = one_line(err)
+        rec = getattr(nem, "begun", None) if nem is not None else None
+        undone: dict[str, Any] | str = "nothing was applied"
+        heal_error = None
+        if rec is not None:
+            wall = time.time()
+            for t in targets:
+                self.last_hit_wall[t] = wall
+            if rec.id in getattr(nem, "healed_ids", set()):
+                undone = dict(getattr(nem, "last_heal", {}) or {}) or "healed by the fault itself"
+            else:
+                try:
+                    nem.stop(rec)   # type: ignore[union-attr] - the same heal as a normal stop, ledger included
+                    undone = dict(getattr(nem, "last_heal", {}) or {})
+                except Exception as he:  # noqa: BLE001 - the ledger entry stays open for the final heal
+                    heal_error = one_line(he)
+        fid = rec.id if rec is not None else new_id()
+        detail: dict[str, Any] = {"reason": reason, "undone": undone}
+        if heal_error:
+            detail["heal_error"] = heal_error
+        self.ctx.timeline.fault_failed(fid, fault, targets, **detail)
+        self.started.append({"fault": fault, "targets": list(targets), "id": fid, "applied": False, "reason": reason})
+        return FaultFailed(fault, targets, reason, undone, heal_error)
+
+    def summary(self) -> dict[str, Any]:
+        """run.json ``faults``: how many of this schedule's faults applied and failed, and why
+        each failed (docs/verdict-format.md)."""
+        with self._lock:
+            failed = [{"fault": f["fault"], "targets": f["targets"], "reason": f["reason"]}
+                      for f in self.started if not f["applied"]]
+            return {"applied": sum(1 for f in self.started if f["applied"]), "failed": len(failed),
+                    "failed_list": failed}
 
     def stop(self, name: str) -> None:
         """Heal the fault applied as ``name`` (nothing when none is)."""
@@ -137,7 +222,10 @@ class ActiveFaults:
         what it claims (``Nemesis.exclusive``). With ``one_service_fault_per_host`` (random
         mixes) also: an applied fault already acts on the Kafka process of one of its hosts."""
         with self._lock:
-            nem = self.nemesis(fault)
+            try:
+                nem = self.nemesis(fault)
+            except Exception:  # noqa: BLE001 - a nemesis that cannot set up fails in start, where it is recorded
+                return None
             claims = nem.exclusive(list(targets), dict(params))
             for a in self.applied.values():
                 shared = claims & a.nemesis.exclusive(a.record.targets, a.record.params)

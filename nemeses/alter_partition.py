@@ -242,6 +242,16 @@ class AlterPartitionDelay(Nemesis):
                              params={"placement": "dnat", "upstream": upstream, "proxy": ",".join(listens)},
                              undo={"hosts": names, "placement": True})
         self.begin(record)
+        try:
+            self._dnat(targets, pairs, source, record)
+        except Exception:
+            self.stop(record)   # rules already placed go again (tagged with this record's id)
+            raise
+        return record
+
+    def _dnat(self, targets: dict[Any, list[Any]], pairs: list[tuple[str, str]], source: str | None,
+              record: FaultRecord) -> None:
+        """The DNAT and REJECT rules of :meth:`place_dnat`, host by host."""
         for nodes in targets.values():
             t = nodes[0].transport
             shared = any(n.role == "controller" for n in nodes)
@@ -260,7 +270,6 @@ class AlterPartitionDelay(Nemesis):
                     kill = ["ss", "-K", "dst", cip, "dport", "=", f":{cport}"] \
                         + (["and", "src", src] if src else ["and", "not", "src", source] if source else [])
                     net_run(t, kill)
-        return record
 
     def teardown(self) -> None:
         if getattr(self, "placement", None) is not None:

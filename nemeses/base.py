@@ -7,6 +7,13 @@ heal ledger *before* it is applied, so that ``stop`` can run in a brand-new proc
 
 ``stop`` must be idempotent: healing a fault twice, or healing one whose target has since
 been restarted by someone else, is not an error.
+
+A start that raises part-way is healed too (docs/nemeses.md, "Faults heal even when they fail"):
+its ledger entry was written by :meth:`Nemesis.begin` before anything was touched, and every
+effect since is in its record (:meth:`Nemesis.update` after each kill, rule or stopped process),
+so the schedule (``nemeses.active.ActiveFaults``) calls ``stop`` with that record - the same heal,
+through the same ledger, as a normal one - and `faultline heal` can do it from the ledger alone.
+A heal of something never applied does nothing.
 """
 from __future__ import annotations
 
@@ -81,6 +88,12 @@ class Nemesis(abc.ABC):
 
     def setup(self, ctx: NemesisContext) -> None:
         self.ctx = ctx
+        #: the record the latest :meth:`begin` wrote: a start that raises after it is healed
+        #: from it (``ActiveFaults``); None until a start begins
+        self.begun: FaultRecord | None = None
+        #: ids this instance healed (:meth:`end`), and what the latest heal did (its stop detail)
+        self.healed_ids: set[str] = set()
+        self.last_heal: dict[str, Any] = {}
 
     @abc.abstractmethod
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
@@ -110,6 +123,7 @@ class Nemesis(abc.ABC):
     # -- helpers every nemesis uses, so ledger and timeline are never forgotten --
     def begin(self, record: FaultRecord) -> FaultRecord:
         """Ledger first, then timeline: a crash after this line still heals."""
+        self.begun = record
         self.ctx.ledger.apply(record.id, "fault", record.to_json(), nemesis=self.name,
                               inventory=self.ctx.inventory_path)
         self.ctx.timeline.fault_started(record.id, record.fault, record.targets, **record.params)
@@ -149,6 +163,10 @@ class Nemesis(abc.ABC):
     def end(self, record: FaultRecord, **detail: Any) -> None:
         self.ctx.timeline.fault_stopped(record.id, record.fault, record.targets, **detail)
         self.ctx.ledger.healed(record.id)
+        if not hasattr(self, "healed_ids"):   # a subclass whose setup did not call ours
+            self.healed_ids = set()
+        self.healed_ids.add(record.id)
+        self.last_heal = dict(detail)
 
 
 #: registry filled by each nemesis module: name -> class

@@ -41,6 +41,8 @@ class DiskWipe(Nemesis):
         detail = {}
         for node in nodes:
             killed = kill_broker(node)
+            record.undo.setdefault("killed", {})[node.name] = killed   # a wipe that fails now is healed by a start
+            self.update(record)
             argv = ["python3", "-", "--node-id", str(node.node_id)]
             for d in plan[node.name]:
                 argv += ["--log-dir", d]

@@ -110,6 +110,7 @@ class LinkDegrade(Nemesis):
         self.begin(record)
         try:
             devs: dict[str, str] = {}
+            record.undo["devs"] = devs
             for n in nodes:
                 if kind == "loss":
                     peers = params.get("peers") or [m for m in self.ctx.nodes if m != n.name]
@@ -120,11 +121,12 @@ class LinkDegrade(Nemesis):
                     devs[n.name] = self._apply_qdisc(n, ["tbf", "rate", rate, "burst",
                                                          str(params.get("burst", "32kbit")),
                                                          "latency", str(params.get("latency", "400ms"))], "rate")
+                    self.update(record)   # each qdisc in the ledger as it is added
                 else:
                     devs[n.name] = self._apply_qdisc(n, ["netem", "delay", f"{int(params.get('delay_ms', 100))}ms"]
                                                      + ([f"{int(params['jitter_ms'])}ms"] if params.get("jitter_ms") else []),
                                                      "delay")
-            record.undo["devs"] = devs
+                    self.update(record)
             self.update(record)
         except Exception as e:
             # e.g. no netem: undo what was added, record the refusal, and say it in one line

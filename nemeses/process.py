@@ -14,7 +14,9 @@ and each exercises a different path of KRaft (seed 003 §1.2.2, seed 002):
 
 Everything heal needs is in the FaultRecord's ``undo`` (target names and the pids seen),
 so `faultline heal` in a new process can SIGCONT a paused pid even if the inventory's
-node cannot be rebuilt.
+node cannot be rebuilt. The record grows with each signal sent (``killed``, ``stopped``), so a
+start that raises half-way (the second target unreachable) is healed exactly: the heal starts
+every target that is down and resumes every recorded pid, and does nothing to the others.
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ class _ProcessNemesis(Nemesis):
         self.begin(rec)
         return nodes, rec
 
+    def _did(self, record: FaultRecord, what: str, name: str) -> None:
+        """Ledger what was just done to ``name`` (``killed``, ``stopped``): a start that raises
+        after it is healed from this record."""
+        record.undo.setdefault(what, []).append(name)
+        self.update(record)
+
     def _ensure_running(self, node: Node, record: FaultRecord) -> bool:
         """Start the service if no process of it runs and no other applied fault keeps it
         down; True when it started it."""
@@ -65,6 +73,7 @@ class Kill(_ProcessNemesis):
         nodes, rec = self._begin_with_pids(targets, params)
         for n in nodes:
             n.stop_service(signal.SIGKILL)
+            self._did(rec, "killed", n.name)
         restart_after = params.get("restart_after")
         if restart_after is not None:
             # heal on our own after the delay (Jepsen's kill+restart); stop() stays idempotent
@@ -98,6 +107,7 @@ class Pause(_ProcessNemesis):
         for n in nodes:
             for pid in rec.undo["pids"][n.name]:
                 n.transport.signal(pid, signal.SIGSTOP, sudo=getattr(n, "sudo", False))
+            self._did(rec, "stopped", n.name)
         return rec
 
     def stop(self, record: FaultRecord) -> None:
@@ -127,6 +137,7 @@ class Restart(_ProcessNemesis):
         nodes, rec = self._begin_with_pids(targets, params)
         for n in nodes:
             n.stop_service(signal.SIGTERM)
+            self._did(rec, "stopped", n.name)
         downtime = float(params.get("downtime", 0) or 0)
         if downtime > 0:
             time.sleep(downtime)

@@ -32,6 +32,11 @@ Modes (``params.mode``):
   timeline.
 
 ``restart: false`` leaves the node down until ``stop`` (heal) starts it.
+
+A reboot that fails after its crash (no such log dir, a cut that could not run, a LazyFS that
+took no command) has killed its node: the record says so (``undo.killed``, written as each node
+goes down), and the heal - called by the schedule when the start raises, or by `faultline heal`
+from the ledger - starts every target that is not running, exactly as a normal heal does.
 """
 from __future__ import annotations
 
@@ -121,6 +126,28 @@ def cut_note(detail: dict[str, Any]) -> str:
     return "; ".join(out) or "reboot applied"
 
 
+def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
+    """What the run's notes (run.json ``notes``) say of its page-cache cuts, from the reboots'
+    timeline notes: every cut with uncertain bytes, as its note says it (with the fault id and
+    time), and one line for the others - so a reader of the run learns how much of what the
+    cuts removed Kafka may have had on disk (docs/nemeses.md, "What the timeline records")."""
+    out, plain, plain_bytes = [], 0, 0
+    for r in timeline:
+        if r.get("kind") != "note" or r.get("what") != "reboot applied" or not isinstance(r.get("detail"), dict):
+            continue
+        cuts = [d.get("page_cache_cut") for d in r["detail"].values() if isinstance(d, dict)]
+        cuts = [c for c in cuts if isinstance(c, dict)]
+        if any(c.get("uncertain_cut_bytes") or c.get("uncertain_kept_bytes") for c in cuts):
+            out.append(f"t={float(r.get('t') or 0):.1f}s reboot {r.get('fault_id')}: {r.get('text')}")
+        else:
+            plain += 1
+            plain_bytes += sum(int(c.get("truncated_bytes") or 0) for c in cuts)
+    if plain:
+        out.append(f"{plain} page-cache cut{'s' if plain != 1 else ''} removed {plain_bytes} bytes, none of them "
+                   "uncertain" + (f" ({len(out)} other{'s' if len(out) != 1 else ''} above)" if out else ""))
+    return out
+
+
 @register
 class Reboot(Nemesis):
     name = "reboot"
@@ -142,7 +169,7 @@ class Reboot(Nemesis):
         self.begin(record)
         detail: dict[str, Any] = {}
         for node in nodes:
-            detail[node.name] = self._crash(node, mode, seed, params)
+            detail[node.name] = self._crash(node, mode, seed, params, record)
         record.undo["detail"] = detail
         self.update(record)
         self.ctx.timeline.event("note", fault_id=record.id, what="reboot applied", text=cut_note(detail),
@@ -156,7 +183,12 @@ class Reboot(Nemesis):
         """With ``restart: false`` the crashed broker stays down until this fault's heal."""
         return [] if record.params.get("restart", True) else list(record.targets)
 
-    def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
+    def _down(self, record: FaultRecord, node: Node, killed: list[int]) -> None:
+        """Ledger that ``node`` was crashed (the pids that died) before anything else can fail."""
+        record.undo.setdefault("killed", {})[node.name] = killed
+        self.update(record)
+
+    def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
         dirs = fault_dirs(node, params) if mode != "lazyfs" else []
         model = "checkpoint" if implementation(node) == KRAFTSIM else "kafka"
         # the running broker names its config: read it before the crash takes the process away
@@ -169,15 +201,18 @@ class Reboot(Nemesis):
         if mode == "sysrq":
             why = sysrq_emulated(node)
             if why is None:
+                self._down(record, node, node.service_pids())
                 node.transport.run("echo 1 > /proc/sys/kernel/sysrq; echo b > /proc/sysrq-trigger",
                                    sudo=True, timeout=5)
                 node.transport.reconnect(float(params.get("reconnect_timeout", 300)))
                 return {"mode": "sysrq", "emulated": False}
             killed = self._kill_host(node, float(params.get("reconnect_timeout", 300)))
+            self._down(record, node, killed)
             report = cut_now()
             return {"mode": "sysrq", "emulated": True, "why": why,
                     "killed": killed, "flush_config_source": source, **summarise(report)}
         killed = kill_broker(node)
+        self._down(record, node, killed)
         if mode == "lazyfs":
             fifo = params["fifo"]
             res = node.transport.run(f"timeout 10 sh -c {shlex.quote('echo lazyfs::clear-cache > ' + shlex.quote(fifo))}",

@@ -14,7 +14,7 @@ The language (documented with examples in docs/campaigns.md)::
 
     - wait: 5                                       # seconds
     - select: leader-of:0          as: L            # name a broker for later steps
-    - start: kill  target: "@L"  as: k1  duration: 3  params: {...}
+    - start: kill  target: "@L"  as: k1  duration: 3  params: {...}  on-failure: fail
     - until: {isr-contains: {partition: 0, broker: "@L"}}  timeout: 60  on-timeout: fail
     - stop: k1                                      # or: stop: all
     - note: "text for the timeline"
@@ -43,10 +43,10 @@ from nemeses.base import CONDITIONS, REGISTRY
 from nemeses.catalog import load_nemeses
 
 STEP_KINDS = ("wait", "start", "stop", "until", "select", "note")
-STEP_EXTRA = {"start": ("target", "as", "params", "duration"), "select": ("as",),
+STEP_EXTRA = {"start": ("target", "as", "params", "duration", "on-failure"), "select": ("as",),
               "until": ("timeout", "on-timeout", "poll"), "wait": (), "stop": (), "note": ()}
 SCHEDULES = ("targeted", "random", "none")
-NEMESIS_KEYS = ("schedule", "steps", "random", "settings")
+NEMESIS_KEYS = ("schedule", "steps", "random", "settings", "min_applied")
 RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params", "concurrency")
 SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker",
                     "active-controller", "controller-follower", "controllers-majority")
@@ -71,6 +71,9 @@ class Step:
     duration: float | None = None
     timeout: float = 60.0
     on_timeout: str = "fail"
+    #: ``start``: a fault whose start fails (healed, recorded) ends the run (``fail``, exit 3) or
+    #: the script goes on without it (``continue``: the verdict counts it, ``nemesis.min_applied``)
+    on_failure: str = "fail"
     poll: float = 0.25
     path: str = ""
 
@@ -108,6 +111,17 @@ class Schedule:
     random: RandomMix | None = None
     #: ``nemesis.settings``: passed to every nemesis as ``ctx.settings`` (e.g. ``proxy: {...}``)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: ``nemesis.min_applied`` as written (None: the default, :attr:`min_applied`)
+    min_applied_set: int | None = None
+
+    @property
+    def min_applied(self) -> int:
+        """How many faults must apply for the run to have tested anything under faults: the
+        campaign's ``nemesis.min_applied``, else 1 with a schedule and 0 without one. Fewer,
+        and a run that found nothing is inconclusive (checkers/outcome.py, run.json ``faults``)."""
+        if self.min_applied_set is not None:
+            return self.min_applied_set
+        return 0 if self.kind == "none" else 1
 
     def faults(self) -> list[str]:
         if self.kind == "targeted":
@@ -157,6 +171,10 @@ def parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_n
                             embedded_brokers=embedded_brokers)
     if isinstance(raw, dict) and raw.get("settings") is not None:
         sched.settings = dict(c.mapping(raw["settings"], join(path, "settings")))
+    if isinstance(raw, dict) and raw.get("min_applied") is not None:
+        sched.min_applied_set = c.integer(raw["min_applied"], join(path, "min_applied"), min=0)
+        if sched.kind == "none" and sched.min_applied_set > 0:
+            raise c.fail(join(path, "min_applied"), "is above 0 but schedule is none: no fault can apply")
     return sched
 
 
@@ -223,6 +241,8 @@ def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_
                 step.params = dict(c.mapping(s.get("params"), join(sp, "params")))
                 if s.get("duration") is not None:
                     step.duration = c.number(s["duration"], join(sp, "duration"), min=0)
+                step.on_failure = c.string(s.get("on-failure", "fail"), join(sp, "on-failure"),
+                                           choices=["fail", "continue"])
             elif k == "stop":
                 step.arg = c.string(s[k], join(sp, "stop"))
                 if step.arg != "all" and step.arg not in started:

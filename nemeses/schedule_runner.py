@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
-from nemeses.active import ActiveFaults, FaultConflict
+from nemeses.active import ActiveFaults, FaultConflict, FaultFailed
 from nemeses.base import CONDITIONS, FaultRecord, NemesisContext
 from nemeses.random_plan import PlannedFault, slot_plan
 from nemeses.schedule import (CONTROLLER_SELECTORS, NODE_CONDITIONS, PARTITION_CONDITIONS, PARTITION_SELECTORS,
@@ -260,6 +260,11 @@ class ScheduleRunner:
                 self.start(step.arg, targets, step.params, step.name, step.duration)
             except FaultConflict as e:
                 raise ScheduleError(f"{step.path}: {e}") from None
+            except FaultFailed as e:
+                # already healed and on the timeline (ActiveFaults); a script whose fault failed
+                # did not set up what it tests, unless it says it can go on without it
+                if step.on_failure == "fail":
+                    raise ScheduleError(f"{step.path}: {e}") from None
         elif step.kind == "stop":
             if step.arg == "all":
                 self.faults.stop_all()
@@ -309,8 +314,11 @@ class ScheduleRunner:
                 continue
             try:
                 applied = self.faults.start(fault, targets, params)
+            except FaultFailed:   # healed, and its failed record is on the timeline: the mix goes on
+                self.sleep(1.0)
+                continue
             except Exception as e:  # noqa: BLE001 - a random fault that cannot apply now is skipped
-                self.ctx.timeline.event("note", text=f"random schedule: {fault} on {', '.join(targets)} failed: "
+                self.ctx.timeline.event("note", text=f"random schedule skipped {fault} on {', '.join(targets)}: "
                                         f"{type(e).__name__}: {e}")
                 self.sleep(1.0)
                 continue
@@ -371,8 +379,10 @@ class ScheduleRunner:
             left = float("inf") if until_mono is None else until_mono - time.monotonic()
             try:
                 return self.faults.start(p.fault, targets, p.params, duration=max(0.0, min(p.duration, left))).name
+            except FaultFailed:   # healed, and its failed record is on the timeline
+                return None
             except Exception as e:  # noqa: BLE001 - a random fault that cannot apply now is skipped
-                tl.event("note", text=f"random schedule (slot {p.slot}): {p.fault} on {', '.join(targets)} failed: "
+                tl.event("note", text=f"random schedule (slot {p.slot}) skipped {p.fault} on {', '.join(targets)}: "
                          f"{type(e).__name__}: {e}")
                 return None
 

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs on a fresh Debian machine (run as root):
-# system packages, the project with its test extras, and a running Docker engine.
+# Installs what the test suite needs on a fresh Debian 12 / Ubuntu 24.04 machine (run as root):
+# system packages, the project with its test extras in the virtual environment .venv, and a
+# running Docker engine. Then `. .venv/bin/activate && python3 -m pytest ...` (README).
+#
+# Why .venv: those systems mark their Python "externally managed" (PEP 668) and refuse
+# `pip install` outside a venv; the same .venv as scripts/quickstart.sh. Activated (PATH, not
+# only its python) because PySpark starts its Python workers as `python3` from PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+py=/usr/bin/python3
+[ -x "$py" ] || py="$(command -v python3)"
+# Debian splits ensurepip into python3-venv; the checker's PySpark needs a Java runtime
+"$py" -c 'import ensurepip, venv' 2>/dev/null || missing="$missing python3-venv"
+command -v java >/dev/null 2>&1 || missing="$missing default-jre-headless"
 if [ -n "$missing" ]; then
   apt-get update -qq
   apt-get install -y -qq $missing >/dev/null
 fi
-python3 -m pip install -q -e '.[test]'
+[ -x .venv/bin/python ] || "$py" -m venv .venv
+.venv/bin/python -m pip install -q -e '.[test]'
 # a Docker engine for the container tests; started once, left running for the session
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/tmp/faultline-dockerd.log 2>&1 &)

@@ -109,8 +109,9 @@ def read_cluster_logs(cluster_logs: Path, hosts: list[Path] | None = None,
                     st.not_understood += 1
                     continue
                 node = statements.node_of(r.message)
-                got.update(wall=r.wall, node=node if node is not None else host_node,
-                           role="controller" if r.logger.startswith("org.apache.kafka.controller") else "broker",
+                role = got.pop("role", None) or (
+                    "controller" if r.logger.startswith("org.apache.kafka.controller") else "broker")
+                got.update(wall=r.wall, node=node if node is not None else host_node, role=role,
                            host=hd.name, source=f"{cluster_logs.name}/{hd.name}/{r.file}", line=r.line)
                 stream.append(((r.wall, _causal(got), hi, fi), got))
             streams.append(stream)

@@ -411,7 +411,10 @@ class Assembler:
             self.loading.discard(o["host"])
             self._emit(o, "controller_activated", controller_epoch=o["controller_epoch"])
         elif k == "controller_renounced":
+            # QuorumMetaLogListener.handleLeaderChange names the new leader; handleEventException
+            # names the failed event and the offset the controller reverts to instead
             self._emit(o, "controller_renounced", controller_epoch=o["controller_epoch"],
-                       new_controller_epoch=o["new_controller_epoch"], new_controller=o["new_controller"])
+                       new_controller_epoch=o.get("new_controller_epoch"), new_controller=o.get("new_controller"),
+                       reason=o.get("reason"), last_committed_offset=o.get("last_committed_offset"))
         else:
             self.unused += 1

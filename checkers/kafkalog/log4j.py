@@ -6,6 +6,9 @@ Kafka's shipped logging configuration (``config/log4j.properties`` up to 3.9,
 
     [2024-05-01 12:00:00,123] INFO [Partition foo-0 broker=1] ISR updated to 1,2 and version updated to 4 (kafka.cluster.Partition)
 
+Strimzi's broker images write ``%d{ISO8601} %p %m (%c) [%t]%n`` (no brackets around the date,
+the thread after the logger); both are read.
+
 ``%d`` is ``yyyy-MM-dd HH:mm:ss,SSS`` in the JVM's time zone (the host's unless the broker
 runs with ``-Duser.timezone``), so a record's wall time needs that zone: the collector asks
 the host (``date +%z``) or takes ``kafka_log_timezone`` from the inventory, and records it in
@@ -29,22 +32,26 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 #: (``${kafka.logs.dir}/server.log``, ``controller.log``, ``state-change.log``)
 KINDS = ("server", "controller", "state-change")
 #: Kafka 4.0's ``config/log4j2.yaml`` rolls ``state-change.log`` to ``stage-change.log.<hour>``
-#: (its RollingFile ``filePattern``): a log dir copied by hand from a 4.0/4.1 broker holds the
-#: older hours of the state-change log under that name
+#: (its RollingFile ``filePattern``): a 4.0/4.1 broker's log dir (and faultline's collector,
+#: harness/cluster.py) holds the older hours of the state-change log under that name
 FILE_RE = re.compile(r"^(server|controller|state-change|stage-change)\.log(?:\.(\d{4}-\d{2}-\d{2}(?:-\d{2})?))?$")
 #: written by the collector next to the files: node id, role, time zone, what was copied
 META_FILE = "kafka-logs.json"
 
 #: ``docker compose logs`` puts ``service  | `` before every line of a container's stdout (where
 #: the Bitnami and apache/kafka images send all of Kafka's loggers); a file saved from it is
-#: read as the log it wraps
+#: read as the log it wraps. Strimzi's broker images log ``%d{ISO8601} %p %m (%c) [%t]%n``: the
+#: date without brackets and the thread after the logger
+#: (``2022-10-14 22:52:00,541 INFO [LogLoader partition=...] Recovering unflushed segment 0
+#: (kafka.log.LogLoader) [log-recovery-/var/lib/kafka/data-0/kafka-log2]``)
 _RECORD_RE = re.compile(
-    r"^(?:[\w.-]+\s+\|\s)?\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\]\s+"
-    r"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(.*)$")
+    r"^(?:[\w.-]+\s+\|\s)?(?:\[(?P<d>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](?P<ms>\d{3})\]|"
+    r"(?P<d2>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](?P<ms2>\d{3}))\s+"
+    r"(?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(?P<msg>.*)$")
 #: the logger at the end of the pattern (``%c``, or ``%c:%L`` as Kafka's test log4j config
-#: writes it: ``(org.apache.kafka.controller.ReplicationControlManager:1700)``); a message may
-#: itself contain parentheses
-_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)(?::\d+)?\)\s*$", re.S)
+#: writes it: ``(org.apache.kafka.controller.ReplicationControlManager:1700)``), then Strimzi's
+#: ``[%t]``; a message may itself contain parentheses
+_LOGGER_RE = re.compile(r"^(.*) \(([A-Za-z_$][\w.$-]*)(?::\d+)?\)(?: \[[^\]\n]*\])?\s*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -157,12 +164,12 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
                     cur[2].append(line)
                 continue
             flush()
-            sec = epoch(m.group(1))
+            sec = epoch(m.group("d") or m.group("d2"))
             if sec is None:         # a garbled timestamp: not a record
                 stats.orphan += 1
                 cur = None
                 continue
             stats.records += 1
-            cur = [round(sec + int(m.group(2)) / 1000.0, 3), m.group(3), [m.group(4)], n]
+            cur = [round(sec + int(m.group("ms") or m.group("ms2")) / 1000.0, 3), m.group("level"), [m.group("msg")], n]
     flush()
     return out

@@ -170,6 +170,20 @@ ERROR_CODES = {"UNKNOWN_TOPIC_OR_PARTITION": 3, "NOT_CONTROLLER": 41, "INVALID_R
 _ACTIVE = re.compile(r"^Becoming the active controller at epoch (\d+)")
 _RENOUNCE = re.compile(r"^Renouncing the leadership due to a metadata log event\. We were the leader at epoch (\d+), "
                        r"but in the new epoch (\d+), the leader is (\S+?)\.")
+# QuorumController.handleEventException: an event that failed with an unexpected exception makes
+# the active controller renounce. 3.3-3.5 (WARN): "{event}: failed with unknown server exception {X} at
+# epoch {E} in {N} us.  Renouncing leadership and reverting to the last committed offset {O}."; 3.6+
+# (EventHandlerExceptionInfo.failureMessage, INFO "{event}: {message}" for a NotLeaderException or
+# UnexpectedBaseOffsetException, or through the non-fatal fault handler, LoggingFaultHandler's ERROR
+# "Encountered quorum controller fault: {event}: {message}" for the catch-all): "event failed with {X}
+# (treated as {Y}) at epoch {E} in {N} microseconds. Renouncing leadership and reverting to the last
+# committed offset {O}." ("event unable to start processing because of {X} ..." when it never ran).
+# The line starts with the event's name, so it is found by this mark rather than by its start.
+RENOUNCE_MARK = "Renouncing leadership and reverting to the last committed offset"
+_RENOUNCE_FAILED = re.compile(
+    r"^(?:Encountered quorum controller fault: )?(?P<event>.+?): (?:event failed with|event unable to start "
+    r"processing because of|failed with unknown server exception) (?P<exc>[\w$.]+)(?: \(treated as (?P<as>\w+)\))? "
+    r"at epoch (?P<epoch>-?\d+)(?: in -?\d+ (?:us|microseconds))?\.\s+" + RENOUNCE_MARK + r" (?P<offset>-?\d+)\.", re.S)
 
 # ------------------------------------------------------------------------------ broker
 
@@ -218,8 +232,9 @@ _TRUNCATE_NOOP = re.compile(r"^Truncating to (-?\d+) has no effect as the larges
 _DIR_UNCLEAN = re.compile(r"^(?:Attempting recovery for all logs in|Recovering \d+ logs from) (\S+) since no clean shutdown file was found")
 _DIR_CLEAN = re.compile(r"^Skipping recovery (?:for all logs in|of \d+ logs from) (\S+) since clean shutdown file was found")
 # LogLoader.recoverLog (Scala to 3.9, Java in 4.0 where "{}/{}" became one integer division): the
-# segments recovered and a corruption cut
-_RECOVERING = re.compile(r"^Recovering unflushed segment (-?\d+)\. \S+ recovered for (\S+)\.$")
+# segments recovered and a corruption cut; before 3.3 the line was only "Recovering unflushed segment
+# {baseOffset}" (3.0-3.2 LogLoader.recoverLog), its partition in the [LogLoader partition=...] prefix
+_RECOVERING = re.compile(r"^Recovering unflushed segment (-?\d+)(?:\. \S+ recovered for (\S+)\.)?$")
 _CORRUPTION = re.compile(r"^Corruption found in segment (-?\d+), ?truncating to offset (-?\d+)")
 # LogManager.loadLogs: "Completed load of {log} with {n} segments in {ms}ms (...)"; 3.6+ adds
 # ", local-log-start-offset {} and log-end-offset {}"; the log is UnifiedLog.toString
@@ -297,7 +312,7 @@ _STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", 
 def parse(message: str) -> Obs | None | bool:
     """The observation a message makes; None: not one of ours; False: ours but unparsable."""
     prefix, msg = strip_prefix(message)
-    if not msg.startswith(_STARTS):
+    if not msg.startswith(_STARTS) and RENOUNCE_MARK not in msg:
         return None
     m = _LOG_PREFIX.match(prefix) if prefix else None
     log_tp = _tp(m.group(1)) if m else None
@@ -306,7 +321,7 @@ def parse(message: str) -> Obs | None | bool:
         got = fn(msg, prefix, log_tp, log_dir)
         if got is not None:
             return got
-    if msg.startswith(WATCHED):
+    if msg.startswith(WATCHED) or RENOUNCE_MARK in msg:
         return False
     return None
 
@@ -399,6 +414,13 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
     if m:
         return {"kind": "controller_renounced", "controller_epoch": int(m.group(1)),
                 "new_controller_epoch": int(m.group(2)), "new_controller": _int(m.group(3))}
+    m = _RENOUNCE_FAILED.match(msg)
+    if m:
+        exc = m.group("exc") + (f" (treated as {m.group('as')})" if m.group("as") else "")
+        # LoggingFaultHandler's line has no controller prefix, and its logger is not the controller's
+        return {"kind": "controller_renounced", "controller_epoch": int(m.group("epoch")),
+                "new_controller_epoch": None, "new_controller": None, "role": "controller",
+                "reason": f"{m.group('event')}: {exc}", "last_committed_offset": int(m.group("offset"))}
     return None
 
 

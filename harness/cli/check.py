@@ -12,11 +12,13 @@ from groundwork.config import ConfigError
 from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, Exit, err, one_line, out, run_dir_arg
 
 
-def check(results_dir: Path = typer.Argument(..., help="a run directory (results/<run>)"),
+def check(results_dir: Path = typer.Argument(..., help="a run directory (results/<run>), or one holding only cluster-logs/"),
           expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss | loss-allowed (default: run.json)"),
           spark_master: Optional[str] = typer.Option(None, "--spark-master", help="Spark master URL (default local)")) -> None:
-    """Check a run's histories again; writes verdict.json, report.html and junit.xml and prints the verdict."""
-    rd = run_dir_arg(results_dir)
+    """Check a run's histories again; writes verdict.json, report.html and junit.xml and prints the verdict.
+
+    A directory with only cluster-logs/ (each host's Kafka server.log, controller.log, state-change.log) gets what its events say happened, per partition, and an inconclusive outcome: without histories no lost write can be shown (exit 4)."""
+    rd = run_dir_arg(results_dir, logs_only=True)
     if expect is not None and expect not in EXPECTS:
         raise ConfigError(None, "--expect", f"expected one of {', '.join(EXPECTS)}, got {expect!r}")
     from harness.check import check_and_report, validity_word
@@ -38,13 +40,15 @@ def check(results_dir: Path = typer.Argument(..., help="a run directory (results
         out.print(f"because: {v['outcome_reason']}", markup=False)
     for s in v.get("stories") or []:
         out.print(f"{s['topic']}@{s['partition']}: {s['mechanism']} - {s['lost']['count']} lost", markup=False)
+    for s in v.get("event_stories") or []:      # only the cluster's logs: what they say happened
+        out.print(s["label"], markup=False)
     out.print(str(rd / "verdict.json"))
     raise Exit(checked.code)
 
 
 def report(results_dir: Path = typer.Argument(..., help="a run directory with verdict.json")) -> None:
-    """Write report.html and junit.xml for a checked run."""
-    rd = run_dir_arg(results_dir)
+    """Write report.html and junit.xml for a checked run (or a checked directory of only cluster-logs/)."""
+    rd = run_dir_arg(results_dir, logs_only=True)
     if not (rd / "verdict.json").exists():
         raise ConfigError(rd, "verdict.json", "missing; run `faultline check` first")
     try:

@@ -68,12 +68,16 @@ def one_line(e: BaseException) -> str:
     return s or type(e).__name__
 
 
-def run_dir_arg(path: Path) -> Path:
-    """A RUN argument: an existing run directory (run.json or history/), else exit 2."""
+def run_dir_arg(path: Path, *, logs_only: bool = False) -> Path:
+    """A RUN argument: an existing run directory (run.json or history/), else exit 2.
+    ``logs_only``: a directory holding only the cluster's logs (``cluster-logs/``) is accepted
+    too (``faultline check``: checkers/events_only.py)."""
     if not path.is_dir():
         raise ConfigError(path, "", "run directory not found")
-    if not (path / "run.json").exists() and not (path / "history").is_dir():
-        raise ConfigError(path, "", "not a run directory (no run.json or history/)")
+    if not (path / "run.json").exists() and not (path / "history").is_dir() \
+            and not (logs_only and (path / "cluster-logs").is_dir()):
+        raise ConfigError(path, "", "not a run directory (no run.json or history/"
+                          + (", nor cluster-logs/ with Kafka's logs" if logs_only else "") + ")")
     return path
 
 

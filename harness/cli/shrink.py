@@ -3,7 +3,8 @@
 Exit codes: 0 shrunk (the minimal campaign is written; its path is the last stdout line),
 1 not reproducible in K replays (the source run's loss never came back), 2 refused (the run
 lost nothing, has no faults) or bad arguments, 3 infrastructure (a replay's cluster did not
-start twice, the checker failed, interrupted). Progress goes to stderr; every replay heals
+start twice, the checker failed, interrupted), 4 inconclusive (no replay of the original
+schedule lost writes, and in some its faults failed to apply: it was not tested). Progress goes to stderr; every replay heals
 its own faults, and an interrupted shrink stops the running replay (which heals) and then
 heals whatever the ledger still holds open.
 """

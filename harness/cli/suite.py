@@ -39,7 +39,7 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
           wait: bool = typer.Option(False, "--wait", help="a cell whose lab another run holds waits for it (`faultline run --wait`)"),
           keep_last: Optional[int] = typer.Option(None, "--keep-last",
                                                   help="after the suite, keep the newest N run and N suite directories in its results dir "
-                                                       "and delete the older ones (`faultline prune`)")) -> None:
+                                                       "and delete the older ones (`faultline prune`); wins over the suite file's retention.keep_last")) -> None:
     """Run every cell of a suite (campaign x settings x seeds x inventory) and judge each
     against its expectation; the last line printed is the suite directory (index.html, junit.xml)."""
     from harness.suite.spec import load_suite
@@ -90,8 +90,9 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
                 code = runner.run()
         except SuiteInterrupted:
             code = EXIT_INFRA
-    if keep_last is not None:
-        _retention(runner.dir, keep_last, err)
+    keep = keep_last if keep_last is not None else runner.spec.keep_last   # the option wins over the file's retention
+    if keep is not None:
+        _retention(runner.dir, keep, err)
     res = runner.results()
     n_ok = sum(1 for r in res if r["outcome"] == "as-expected")
     msg = (f"{n_ok} of {len(runner.spec.cells)} cells as expected"

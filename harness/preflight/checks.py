@@ -287,9 +287,13 @@ class HostChecks:
         kafka_dirs = set(cfg_log) | ({cfg_meta} if cfg_meta else set())
         c = Check("")
         wanted: list[tuple[str, str]] = [("log dir", d) for d in spec.data_dirs]
-        if not spec.data_dirs:
+        # a controller-only node keeps no partition data: its metadata log dir is what reboot and
+        # disk-wipe act on (docs/inventory.md), so only a broker, or a controller without that
+        # key, is out of the faults' reach without kafka_data_dirs
+        if not spec.data_dirs and (spec.role == "broker" or not spec.metadata_log_dir):
             c.add(WARN, "no kafka_data_dirs: the reboot and disk-wipe faults cannot act on this host",
-                  f"set kafka_data_dirs: [{', '.join(cfg_log) or '<log.dirs>'}]")
+                  f"set kafka_data_dirs: [{', '.join(cfg_log) or '<log.dirs>'}]"
+                  + ("" if spec.role == "broker" else " or kafka_metadata_log_dir: <metadata.log.dir>"))
             wanted += [("log dir", d) for d in cfg_log]
         if spec.metadata_log_dir:
             wanted.append(("metadata log dir", spec.metadata_log_dir))

@@ -27,7 +27,7 @@ import yaml
 
 from checkers import kafkalog
 from checkers.attribution import fault_intervals
-from checkers.outcome import AS_EXPECTED, EXPECTS, INCONCLUSIVE, UNEXPECTED
+from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, EXPECTS, INCONCLUSIVE, UNEXPECTED
 from harness.report.errors import ReportInputError
 from workloads.history import ReadStats, read_jsonl
 
@@ -36,6 +36,7 @@ ANOMALY_ORDER = (
     "lost_write", "unseen_at_end", "inconsistent_offset", "duplicate", "offset_mismatch",
     "nonmonotonic_send", "send_skip", "realtime_offset_regression", "nonmonotonic_poll",
     "poll_skip", "failed_write_visible", "failed_write_visible_allowed",
+    "controller_split_brain", "isr_change_stuck",
 )
 
 THROUGHPUT_COLUMNS = ("second", "ok", "fail", "info", "latency_p50_ms", "latency_p99_ms")
@@ -203,14 +204,16 @@ def _jsonl_frame(path: Path, notes: list[str], engine: str = "ujson") -> pd.Data
 def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Fault intervals (paired by fault id as attribution pairs them: one definition of a
     fault's interval for the verdict and the page), phases and notes. A fault never stopped
-    (harness killed) is shown as active until the end of the run."""
+    (harness killed) is shown as active until the end of the run; ``failed`` is the one-line
+    reason of a fault whose start failed (healed at once), else None."""
     out = []
     for f in fault_intervals(rows):
         start = f.start if f.start is not None else f.stop   # a stop alone: a zero-length band
         if start is None:
             continue
         out.append({"id": f.id, "fault": f.fault or "?", "targets": ", ".join(f.targets), "start": start,
-                    "stop": f.stop if f.stop is not None else max(end_t, start), "healed": f.stop is not None})
+                    "stop": f.stop if f.stop is not None else max(end_t, start), "healed": f.stop is not None,
+                    "failed": f.failed})
     phases: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     for r in rows:
@@ -219,10 +222,10 @@ def _faults(rows: list[dict[str, Any]], end_t: float) -> tuple[pd.DataFrame, pd.
             continue
         if r.get("kind") == "phase":
             phases.append({"t": float(t), "phase": str(r.get("phase"))})
-        elif r.get("kind") == "note":
+        elif r.get("kind") in ("note", "node_exit"):   # node_exit: a node that stopped on its own
             text = r.get("text") or r.get("detail") or ""
             notes.append({"t": round(float(t), 3), "note": text if isinstance(text, str) else json.dumps(text)})
-    faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed"])
+    faults = pd.DataFrame(out, columns=["id", "fault", "targets", "start", "stop", "healed", "failed"])
     return faults.sort_values("start", kind="stable").reset_index(drop=True), \
         pd.DataFrame(phases, columns=["t", "phase"]), pd.DataFrame(notes, columns=["t", "note"])
 
@@ -398,6 +401,15 @@ def load_run(run_dir: str | Path, *, timeline: bool = True) -> RunData:
     controller_quorum = _controller_quorum(cq, notes) if cq.is_file() else None
 
     wall0 = run.get("wall_at_t0")
+    only = (verdict or {}).get("events_only") if (verdict or {}).get("mode") == EVENTS_ONLY else None
+    if isinstance(only, dict):
+        # only the cluster's logs (checkers/events_only.py): the checker's clock starts at their
+        # first event, and there is no run to miss files of
+        wall0 = only.get("wall_at_t0") if isinstance(only.get("wall_at_t0"), (int, float)) else None
+        notes[:] = [n for n in notes if not n.startswith(("run.json missing", "aggregates/throughput.csv missing",
+                                                          "timeline.jsonl missing"))]
+        notes.append("only the cluster's logs were read (no run.json, no histories): what their events say "
+                     "happened, and no lost-write verdict")
     events = _events(d, float(wall0) if wall0 is not None else None, notes)
     events = _name_topic_ids(events, observer, campaign, notes)
     if not (d / "cluster-logs").is_dir():

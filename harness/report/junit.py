@@ -104,6 +104,10 @@ def _failure_details(data: RunData, kind: str, exp: dict) -> str:
     if kind == "validity":
         others = [a for a in exp["invalid_because"] if a != "lost_write"]
         return _examples(data, others) + _rerun(data)
+    if kind == "anomalies":
+        run = data.run
+        named = [a for a in (*(run.get("require_anomalies") or []), *(run.get("forbid_anomalies") or []))]
+        return _examples(data, named) + _rerun(data)
     return _rerun(data).lstrip("\n")
 
 
@@ -130,8 +134,9 @@ def build_suite(data: RunData) -> jx.Suite:
     for key in ("run_id", "target", "target_version", "seed", "command", "expect", "allowed_by"):
         if run.get(key) is not None:
             suite.properties.append((key, str(run[key])))
-    if run.get("require_errors"):
-        suite.properties.append(("require_errors", ",".join(map(str, run["require_errors"]))))
+    for key in ("require_errors", "require_anomalies", "forbid_anomalies"):
+        if run.get(key):
+            suite.properties.append((key, ",".join(map(str, run[key]))))
     for k, val in sorted((run.get("switches") or {}).items()):
         suite.properties.append((f"switch.{k}", json.dumps(val) if not isinstance(val, str) else val))
     duration = run.get("duration_s") if isinstance(run.get("duration_s"), (int, float)) else 0.0

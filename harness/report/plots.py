@@ -13,6 +13,7 @@ searchable.
 """
 from __future__ import annotations
 
+import html
 import io
 import re
 from typing import Any
@@ -23,6 +24,7 @@ matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 from harness.report.controllers import Segment  # noqa: E402
 from harness.report.controllers import name as controller_name  # noqa: E402
@@ -85,6 +87,8 @@ def _shade(ax: plt.Axes, faults: pd.DataFrame, colours: dict[str, str]) -> None:
 
 
 MAX_FAULT_LANES = 12
+#: failed faults drawn one patch each, with their reason on hover; more are one collection
+MAX_FAILED_TITLES = 200
 
 
 def fault_lanes(faults: pd.DataFrame) -> list[str]:
@@ -200,6 +204,7 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     n_rows = max(len(rows), 1)
     has_tp = throughput is not None and not throughput.empty
     lanes, lane_of = fault_rows(faults)
+    titles: dict[str, str] = {}     # gid -> hover text (failed faults)
     heights = ([1.6, 1.2] if has_tp else []) + ([0.45] if controllers else []) \
         + ([0.22 * len(lanes) + 0.3] if lanes else []) + [0.42 * n_rows + 0.6]
     fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(12, sum(heights) + 0.6),
@@ -243,14 +248,31 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
         fax = axes[-2]
         lane_y = {label: len(lanes) - 1 - i for i, label in enumerate(lanes)}
         boxes, fcs, ecs, lws = [], [], [], []
+        failed_boxes: list[tuple[float, float, float, str]] = []
+        has_failed = "failed" in faults.columns
         for f, lane in zip(faults.itertuples(), lane_of):  # one collection: a nightly run has hundreds of faults
             y = len(lanes) - 1 - lane
             b = f.start + max(f.stop - f.start, end_t / 500)
+            if has_failed and isinstance(f.failed, str) and f.failed:
+                failed_boxes.append((f.start, b, y, f"{f.fault}[{f.targets}] failed to start: {f.failed}"))
+                continue
             boxes.append([(f.start, y - 0.35), (b, y - 0.35), (b, y + 0.35), (f.start, y + 0.35)])
             fcs.append(colours[f.fault])
             ecs.append("#555555" if f.healed else "#d00000")  # red outline: never healed
             lws.append(0.5 if f.healed else 1.2)
         fax.add_collection(PolyCollection(boxes, facecolors=fcs, edgecolors=ecs, linewidths=lws, zorder=3))
+        # a fault whose start failed (healed at once): hatched red, its reason on hover (<title>)
+        for n, (a, b, y, why) in enumerate(failed_boxes[:MAX_FAILED_TITLES]):
+            r = Rectangle((a, y - 0.35), max(b - a, end_t / 250), 0.7, facecolor="#fcbba1", edgecolor="#d00000",
+                          hatch="xxxx", linewidth=1.0, zorder=4)
+            r.set_gid(f"failed-fault-{n}")
+            fax.add_patch(r)
+            titles[f"failed-fault-{n}"] = why
+        if failed_boxes[MAX_FAILED_TITLES:]:
+            rest = [[(a, y - 0.35), (max(b, a + end_t / 250), y - 0.35), (max(b, a + end_t / 250), y + 0.35), (a, y + 0.35)]
+                    for a, b, y, _ in failed_boxes[MAX_FAILED_TITLES:]]
+            fax.add_collection(PolyCollection(rest, facecolors="#fcbba1", edgecolors="#d00000", hatch="xxxx",
+                                              linewidths=1.0, zorder=4))
         fax.set_yticks(list(lane_y.values()), list(lane_y.keys()), fontsize=7.5)
         fax.set_ylim(-0.6, len(lanes) - 0.4)
         fax.tick_params(axis="y", length=0)
@@ -332,9 +354,19 @@ def timeline_svg(*, end_t: float, throughput: pd.DataFrame | None, faults: pd.Da
     if gaps:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label="no leader"))
     handles += [Patch(facecolor=colours[f], alpha=0.45, label=f"fault: {f}") for f in fault_names]
+    if titles or ("failed" in faults.columns and faults["failed"].notna().any()):
+        handles.append(Patch(facecolor="#fcbba1", edgecolor="#d00000", hatch="xxxx", label="failed to start (healed)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=8, frameon=False)
     fig.subplots_adjust(hspace=0.08)
-    return _svg(fig, "timeline")
+    return _with_titles(_svg(fig, "timeline"), titles)
+
+
+def _with_titles(svg: str, titles: dict[str, str]) -> str:
+    """Hover text for the elements drawn with a gid: an SVG ``<title>`` as their first child
+    (browsers show it as a tooltip; the page stays script-free)."""
+    for gid, text in titles.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html.escape(text)}</title>', 1)
+    return svg
 
 
 def lost_by_partition_svg(counts: pd.Series) -> str:

@@ -5,7 +5,9 @@ nightly results on machines without network; so no CDN, no scripts, no external 
 plots are inline SVG, styles inline. Big evidence stays in the checker's CSVs beside the
 report and is linked, never inlined (a 10 M-op run must still give a page of a few MB).
 
-Top to bottom: verdict banner; lost writes - first the loss story of each partition (what
+Top to bottom: verdict banner; for a directory that held only the cluster's logs (no histories,
+checkers/events_only.py) what they say happened, per partition, before anything is listed; lost
+writes - first the loss story of each partition (what
 happened, in order, and the Kafka rule that let it through: checkers/stories.py), then per
 partition the writes, each with its mechanism and the raw evidence folded; the timeline
 (faults, throughput, ack latency, leaders, ISR, AlterPartition, lost writes at ack time);
@@ -21,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from checkers.outcome import AS_EXPECTED, INCONCLUSIVE
+from checkers.outcome import AS_EXPECTED, EVENTS_ONLY, INCONCLUSIVE, FaultCount
 from harness.report import controllers
 from harness.report import events as ev
 from harness.report import jinja
@@ -30,7 +32,7 @@ from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns, verdict_outcome
 
 #: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
-INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed"}
+INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck"}
 
 TOP_N = 200           # rows per evidence table shown inline
 EVENT_TOP_N = 300     # rows per event table shown inline
@@ -51,6 +53,8 @@ ANOMALY_TEXT: dict[str, str] = {
     "ack_below_min_isr": "A send acknowledged while fewer replicas than min.insync.replicas (capped at the replication factor from Kafka 3.7) could hold it: by the followers' own log end offsets where the target records them, else by an ISR view (column judged_by; seed 003 §2.6).",
     "visible_end_regression": "The partition's visible end (HWM) moved backwards between observations (seed 003 §2.7).",
     "failed_write_visible_allowed": "A send that failed after append (NOT_ENOUGH_REPLICAS_AFTER_APPEND or timeout) was read: allowed by Kafka (seed 003 §2.7), counted only.",
+    "controller_split_brain": "Two controllers led the metadata quorum at once, in two epochs, for longer than Kafka's check quorum allows (1.5 fetch timeouts from 3.7): the old one kept serving the brokers it still reached - answering none of their heartbeats or ISR changes - while the new one fenced them. From the controllers' events; counted only (docs/anomalies.md).",
+    "isr_change_stuck": "A leader's ISR change (AlterPartition) stayed unresolved for more than 10 s: no answer, or an error after which Kafka waits for newer metadata that did not come. Its ISR was frozen meanwhile: a dead follower kept in it holds the high watermark, acks=all writes time out. From the leaders' leader_isr events; counted only (docs/anomalies.md).",
 }
 
 
@@ -71,13 +75,27 @@ def expectation(data: RunData) -> dict[str, Any]:
     expect = v.get("expected") or data.run.get("expect") or (data.campaign or {}).get("expect")
     outcome = verdict_outcome(v)
     as_expected = None if outcome is None or outcome == INCONCLUSIVE else outcome == AS_EXPECTED
-    return {"lost": lost, "expect": expect, "as_expected": as_expected, "valid": v.get("valid"),
+    events_only = v.get("mode") == EVENTS_ONLY     # no history was checked: validity is not known
+    return {"lost": lost, "expect": expect, "as_expected": as_expected,
+            "valid": None if events_only else v.get("valid"), "events_only": events_only,
             "outcome": outcome, "reason": str(v.get("outcome_reason") or ""),
             "inconclusive_because": [str(x) for x in v.get("inconclusive_because") or []],
             "incidents": v.get("incidents"),
             "acked": v.get("acked_writes"), "invalid_because": [str(x) for x in v.get("invalid_because") or []],
             "counts": counts, "history_records": v.get("history_records"),
+            "faults": v.get("faults") if isinstance(v.get("faults"), dict) else None,
+            "failed_faults": _failed_faults(v),
+            "halts": [str(h.get("text")) for h in v.get("halts") or [] if isinstance(h, dict)],
             "checker": v.get("checker") if isinstance(v.get("checker"), dict) else {}}
+
+
+def _failed_faults(v: dict[str, Any]) -> list[str]:
+    """The verdict's failed faults, one line per reason (checkers/outcome.py groups them)."""
+    try:
+        fc = FaultCount.from_run(v)
+    except ValueError:
+        return []
+    return fc.failed_groups() if fc is not None else []
 
 
 def _lost_by_partition(data: RunData, lost_head: pd.DataFrame) -> dict[str, int]:
@@ -132,6 +150,19 @@ def _story_view(st: dict[str, Any]) -> dict[str, Any]:
             "label": st.get("label") or "", "others": others, "allowed_by": st.get("allowed_by"),
             "sentences": [str(x) for x in st.get("sentences") or []], "steps": steps,
             "lost": st.get("lost") if isinstance(st.get("lost"), dict) else {}}
+
+
+def _event_story_view(st: dict[str, Any]) -> dict[str, Any]:
+    """One "what happened" story (verdict.json ``event_stories``, checkers/stories.py's events
+    kind): its one-line summary, the sentences in order, and each step's line for the evidence list."""
+    view = _story_view(st)
+    topic, part = st.get("topic"), st.get("partition")
+    view["key"] = ev.pkey(topic, part) if topic is not None else "cluster"
+    for x, raw in zip(view["steps"], [y for y in st.get("steps") or [] if isinstance(y, dict)]):
+        x["count"] = raw.get("count")
+    counts = st.get("counts") if isinstance(st.get("counts"), dict) else {}
+    view["counts"] = {k: v for k, v in counts.items() if v and not isinstance(v, dict)}
+    return view
 
 
 def _event_table(df: pd.DataFrame, name: str, data_dir: Path) -> dict[str, Any]:
@@ -221,7 +252,9 @@ def build_context(data: RunData) -> dict[str, Any]:
         if not data.faults.empty else data.faults
     if not faults.empty:
         faults = faults.assign(start=faults["start"].round(3), stop=faults["stop"].round(3),
-                               healed=faults["healed"].map({True: "yes", False: "NO (run ended)"}))
+                               healed=faults["healed"].map({True: "yes", False: "NO (run ended)"}),
+                               failed=faults["failed"].map(lambda r: f"FAILED TO START: {r}" if isinstance(r, str) and r
+                                                           else ""))
     data_dir = d / DATA_DIR
     switches = run.get("switches") or {}
     return {
@@ -241,6 +274,9 @@ def build_context(data: RunData) -> dict[str, Any]:
         "lost_summary": tables.to_html(tables.lost_summary(by_part, lost, data.lost_by_partition, stories), table_id="lost-summary"),
         "lost_partitions": per_partition, "lost_shown": len(lost),
         "stories": [_story_view(st) for st in (data.verdict or {}).get("stories") or [] if isinstance(st, dict)],
+        "event_stories": [_event_story_view(st) for st in (data.verdict or {}).get("event_stories") or []
+                          if isinstance(st, dict)],
+        "events_only": (data.verdict or {}).get("events_only") if exp["events_only"] else None,
         "mechanisms": (data.verdict or {}).get("mechanisms") or {},
         "lost_csv": tables.rel(lost_csv, d),
         "lost_parquet": tables.rel(lost_parquet, d) if lost_parquet.exists() else None,
@@ -264,7 +300,8 @@ def build_context(data: RunData) -> dict[str, Any]:
 def write_report(run_dir: str | Path, *, index: bool = True) -> Path:
     """Render ``<run_dir>/report.html`` and return its path; with ``index`` (the default) also
     rewrite the results root's ``index.html`` (``<run_dir>/../index.html``), so every run that
-    gets a report also appears in the nightly list without a separate step.
+    gets a report also appears in the nightly list without a separate step (not for a directory
+    that held only the cluster's logs: its parent is no results directory).
 
     Raises :class:`harness.report.errors.ReportInputError` (one line: file, field, wanted)
     for malformed inputs; missing optional inputs only add a note to the page.
@@ -276,7 +313,7 @@ def write_report(run_dir: str | Path, *, index: bool = True) -> Path:
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)  # a viewer never sees half a report
-    if index:
+    if index and not ctx["exp"]["events_only"]:   # a logs-only directory is no run of a results dir
         write_index(data.run_dir.resolve().parent)
     return out
 

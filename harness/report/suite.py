@@ -3,7 +3,8 @@
 Why from files only (``suite.json`` and the append-only ``suite-log.jsonl``): the page is
 rewritten after every cell, by a resumed suite as much as by the first one, and a CI job may
 render it from a copied directory. Unexpected cells come first because they are the reason
-anyone opens the page; each row links to the cell's own run report. The trend column reads
+anyone opens the page; each row links to the cell's own run report. A suite with axes gets a
+table before it with one row per cell and one column per axis value (:func:`side_by_side`). The trend column reads
 the earlier suite directories of the same suite name under the same results directory
 (oldest to newest), so "which night did this cell start losing writes" is one glance.
 """
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checkers.outcome import FaultCount
 from harness.report import jinja
 from harness.report import junit_xml as jx
 
@@ -82,6 +84,15 @@ def trends(suite_dir: Path, name: str, limit: int = TREND_LEN) -> dict[str, list
     return out
 
 
+def failed_faults(result: dict[str, Any]) -> str:
+    """A cell's failed faults, grouped by reason, from its verdict's ``faults`` (checkers/outcome.py)."""
+    try:
+        fc = FaultCount.from_run(result)
+    except ValueError:
+        return ""
+    return fc.describe_failed(limit=50) if fc is not None else ""
+
+
 def _href(suite_dir: Path, run_dir: str | None) -> str | None:
     if not run_dir:
         return None
@@ -92,6 +103,32 @@ def _href(suite_dir: Path, run_dir: str | None) -> str | None:
         return str(p.relative_to(suite_dir))
     except ValueError:
         return p.as_uri()
+
+
+def side_by_side(spec: dict[str, Any], cells: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A suite with ``axes`` (harness/suite/spec.py): one row per cell (its ``row``: name, seed and
+    inventory) and one column per combination of axis values, each holding that run's row of the
+    flat table - so a pair's result under each value reads across one line. None without axes.
+    A row is marked by its worst outcome, and the rows keep the suite's order (pairs together)."""
+    axes = spec.get("axes") or {}
+    if not axes:
+        return None
+    by_id = {r["id"]: r for r in rows}
+    columns: list[tuple[tuple[str, str], ...]] = []
+    lines: dict[str, dict[tuple, dict[str, Any]]] = {}
+    for c in cells:
+        combo = tuple((c["cell"].get("axes") or {}).items())
+        if combo not in columns:
+            columns.append(combo)
+        lines.setdefault(c["cell"].get("row") or c["id"], {})[combo] = by_id[c["id"]]
+    out = []
+    for name, got in lines.items():
+        runs = [got.get(col) for col in columns]
+        worst = min((r["outcome"] for r in runs if r), key=lambda o: ORDER.get(o, 9), default="pending")
+        expects = sorted({r["expect"] for r in runs if r})
+        out.append({"row": name, "outcome": worst, "expect": ", ".join(expects), "runs": runs})
+    return {"axes": list(axes), "columns": [", ".join(f"{k}={v}" for k, v in col) for col in columns],
+            "rows": out}
 
 
 def write_suite_index(suite_dir: str | Path) -> Path:
@@ -114,7 +151,10 @@ def write_suite_index(suite_dir: str | Path) -> Path:
             "seed": c["cell"].get("seed"), "overrides": " ".join(c["cell"]["overrides"]),
             "campaign": Path(c["cell"]["campaign"]).name, "trend": tr.get(c["id"], []),
             "notes": "; ".join(r.get("notes") or []), "index": c["cell"].get("index", 0),
+            "faults": r.get("faults") if isinstance(r.get("faults"), dict) else None,
+            "failed_faults": failed_faults(r), "halts": "; ".join(r.get("halts") or []),
         })
+    matrix = side_by_side(data["spec"], data["cells"], rows)
     # unexpected first; within an outcome the suite's own order keeps each pair together
     rows.sort(key=lambda x: (ORDER.get(x["outcome"], 9), x["index"]))
     counts: dict[str, int] = {}
@@ -126,7 +166,7 @@ def write_suite_index(suite_dir: str | Path) -> Path:
         started=_dt.datetime.fromtimestamp(data["started"], _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
         if data["started"] else "?",
         state=("finished, exit %s" % fin["exit"]) if fin else "running or interrupted (resume with --resume)",
-        total_s=sum(x["duration"] or 0 for x in rows), suite_dir=str(suite_dir))
+        total_s=sum(x["duration"] or 0 for x in rows), suite_dir=str(suite_dir), matrix=matrix)
     out = suite_dir / "index.html"
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")
@@ -145,8 +185,13 @@ def write_suite_junit(suite_dir: str | Path) -> Path:
         r = c["result"] or {}
         case = jx.Case(f"{c['id']}: expect {c['cell']['expect']}", classname=f"faultline.suite.{name}",
                        time=float(r.get("duration_s") or 0.0))
-        detail = "\n".join(x for x in (r.get("reason"), f"run: {r.get('run_dir')}" if r.get("run_dir") else "",
-                                       "overrides: " + " ".join(c["cell"]["overrides"])) if x)
+        f = r.get("faults") if isinstance(r.get("faults"), dict) else None
+        detail = "\n".join(x for x in (
+            r.get("reason"), f"run: {r.get('run_dir')}" if r.get("run_dir") else "",
+            f"faults: {f.get('applied')} applied, {f.get('failed')} failed (min {f.get('min_applied')})" if f else "",
+            "failed faults: " + failed_faults(r) if failed_faults(r) else "",
+            "stopped on their own: " + "; ".join(r.get("halts") or []) if r.get("halts") else "",
+            "overrides: " + " ".join(c["cell"]["overrides"])) if x)
         if c["outcome"] == "unexpected":
             case.failure = (r.get("reason") or "unexpected", "UnexpectedOutcome", detail)
         elif c["outcome"] in ("error", "inconclusive"):

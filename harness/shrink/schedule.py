@@ -186,6 +186,8 @@ def extract_steps(run_dir: Path, partition: int | None = None) -> list[FaultStep
         params = f.detail if isinstance(f.detail, dict) else {}
         if is_placement(f.fault, params):
             continue   # the AlterPartition proxy's placement: the replay's setup redoes it
+        if f.failed is not None:
+            continue   # its start failed (and was healed at once): the run's loss is not its
         state = obs.at(part, f.start)
         target = tuple(dict.fromkeys(role_selector(h, state, part, ids) for h in f.targets))
         steps.append(FaultStep(fault=f.fault, target=target, at=round(max(0.0, f.start - t0), 2),
@@ -208,7 +210,9 @@ def to_step_script(steps: list[FaultStep]) -> list[dict[str, Any]]:
     starts and stops, so the replay keeps the order of every start and heal - "B started
     while A was still applied" - even when a start takes a while (a reboot's cut, a
     disk wipe): waits are relative to the step before, and an automatic stop is timed from
-    its own start, so drift could otherwise heal A before B begins."""
+    its own start, so drift could otherwise heal A before B begins. A fault whose start fails
+    does not end the replay (``on-failure: continue``): the candidate's ``nemesis.min_applied``
+    (every step) makes such a replay inconclusive rather than "did not reproduce"."""
     ordered = sorted(steps, key=lambda s: s.at)
     explicit = [overlapping(s, ordered) for s in ordered]
     # (time, stops before starts at one instant, index): a fault healed as the next begins
@@ -227,7 +231,7 @@ def to_step_script(steps: list[FaultStep]) -> list[dict[str, Any]]:
             out.append({"stop": f"f{i + 1}"})
             continue
         st: dict[str, Any] = {"start": s.fault, "target": s.target[0] if len(s.target) == 1 else list(s.target),
-                              "as": f"f{i + 1}"}
+                              "as": f"f{i + 1}", "on-failure": "continue"}
         if not explicit[i]:
             st["duration"] = s.duration
         if s.params_dict:
@@ -256,7 +260,8 @@ def candidate_campaign(src: SourceRun, steps: list[FaultStep], *, tail: float, n
     doc["name"] = name or f"{src.campaign.get('name', 'run')}-shrink"
     nem = dict(doc.get("nemesis") or {})
     settings = nem.get("settings")
-    doc["nemesis"] = {"schedule": "targeted", "steps": to_step_script(steps)}
+    # every step must apply: a replay in which one failed did not test this candidate
+    doc["nemesis"] = {"schedule": "targeted", "steps": to_step_script(steps), "min_applied": len(steps)}
     if settings:
         doc["nemesis"]["settings"] = settings
     wl = dict(doc.get("workload") or {})
@@ -266,6 +271,8 @@ def candidate_campaign(src: SourceRun, steps: list[FaultStep], *, tail: float, n
     doc["expect"] = "loss"          # the minimal campaign must lose, by the mechanism shrink chose
     doc.pop("allowed_by", None)     # (the source's loss-allowed or required errors are not its question)
     doc.pop("require_errors", None)
+    doc.pop("require_anomalies", None)
+    doc.pop("forbid_anomalies", None)
     doc.pop("seed", None)
     doc.pop("description", None)
     return doc

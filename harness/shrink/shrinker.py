@@ -10,11 +10,13 @@ with different seeds. A candidate *still fails* when at least one replay loses a
 writes by the same mechanism as the source run (:mod:`harness.shrink.judge`).
 
 Order of the search: the full schedule first (not reproducible in K replays: exit 1, nothing
-to shrink); then the faults around the lost writes by time (:meth:`Shrinker.suspects`; often
+to shrink; no loss and its faults failed to apply in some replay: inconclusive, exit 4 - a replay
+whose faults did not apply did not test the schedule, checkers/outcome.py ``fault_shortfall``); then the faults around the lost writes by time (:meth:`Shrinker.suspects`; often
 the whole answer in one test); then ddmin; then one simplification pass; then the minimal
 schedule's replays are completed to K so its header says honestly how often it loses.
 
-Replays are ``faultline run CANDIDATE --no-check`` subprocesses: each heals its own faults
+Replays are ``faultline run CANDIDATE --no-check --wait`` subprocesses (on a lab each takes
+the lab lock for its run, waiting for another job's run to end): each heals its own faults
 (the run loop's ``finally``), and one SparkSession started by this process judges them.
 Every replay and every candidate outcome is appended (and flushed) to ``shrink.json`` (JSON
 Lines) as it happens, so an interrupted shrink resumes where it stopped: candidates already
@@ -40,7 +42,7 @@ from typing import Any, Callable
 
 import yaml
 
-from checkers.outcome import EXIT_CONFIG, EXIT_OK, EXIT_UNEXPECTED
+from checkers.outcome import EXIT_CONFIG, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_UNEXPECTED, INCONCLUSIVE, fault_shortfall
 from groundwork.config import ConfigError
 from harness.cluster import InfraError
 from harness.shrink.ddmin import Exhausted, ddmin, simplify
@@ -234,8 +236,10 @@ class Shrinker:
         seed = self.src.seed + i
         logs = self.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        # --wait: a replay on a lab takes the lab lock per run; another job's run holding it
+        # is a wait, not an infrastructure failure of the shrink (docs/targets.md)
         cmd = [sys.executable, "-c", "from harness.cli import main; main()", "run", str(cand), "--seed", str(seed),
-               "--results-dir", str(self.dir / "replays"), "--no-progress", "--no-check"]
+               "--results-dir", str(self.dir / "replays"), "--no-progress", "--no-check", "--wait"]
         t0 = time.monotonic()
         for attempt in (1, 2):
             with open(logs / f"{key}-{i}.log", "a", encoding="utf-8") as lf:
@@ -277,14 +281,23 @@ class Shrinker:
                                  f"{err or self._last_line(logs / f'{key}-{i}.log')}")
         missing = acked_missing(rd)  # type: ignore[arg-type]
         rec["acked_missing"] = missing
-        if missing == 0:
+        try:
+            short = fault_shortfall(json.loads((rd / "run.json").read_text()))  # type: ignore[union-attr]
+        except (OSError, ValueError) as e:
+            short = [f"run.json unreadable: {e}"]
+        if missing == 0 and short:
+            # its faults did not apply: it did not test this candidate (checkers/outcome.py)
+            rec.update(lost=0, mechanisms={}, outcome="inconclusive", reason="; ".join(short)[:300])
+        elif missing == 0:
             rec.update(lost=0, mechanisms={}, outcome="no-loss")
         else:
             self.progress.replay = f"judging {rd.name}"  # type: ignore[union-attr]
             v = self.judge.verdict(rd)  # type: ignore[arg-type]   # InfraError when the checker fails
             mech = mechanisms(v)
             rec.update(lost=int((v.get("counts") or {}).get("lost_write", 0) or 0), mechanisms=mech,
-                       outcome="loss" if mech else "no-loss")
+                       outcome="loss" if mech else "inconclusive" if v.get("outcome") == INCONCLUSIVE else "no-loss")
+            if rec["outcome"] == "inconclusive":
+                rec["reason"] = "; ".join(v.get("inconclusive_because") or [])[:300]
         rec["match"] = same_mechanism(self.wanted, rec.get("mechanisms") or {})
         rec["wall_s"] = round(time.monotonic() - t0, 1)
         return rec
@@ -346,7 +359,8 @@ class Shrinker:
             reps.append(rec)
             self.replays.setdefault(key, []).append(rec)
         k = sum(1 for r in reps if r.get("match"))
-        outcome = "fails" if k else "passes"
+        # no match, and some replay did not test the candidate (its faults failed): not "passes"
+        outcome = "fails" if k else "inconclusive" if any(r.get("outcome") == "inconclusive" for r in reps) else "passes"
         rec = {"type": "candidate", "key": key, "salt": self.salt, "phase": phase, "size": len(steps),
                "steps": [s.to_json() for s in steps], "replays_wanted": self.opts.replays,
                "replays_done": len(reps), "matches": k, "outcome": outcome,
@@ -390,8 +404,16 @@ class Shrinker:
             self.log.append({"type": "result", "code": EXIT_REFUSED, "message": msg})
             return ShrinkResult(EXIT_REFUSED, msg, original_steps=len(src.steps), runs=self.runs)
         try:
+            rec = self.outcomes[schedule_key(src.steps, self.salt)]
+            if not reproduced and rec["outcome"] == "inconclusive":
+                why = next((r.get("reason") for r in self.replays.get(rec["key"], []) if r.get("reason")), "")
+                msg = (f"inconclusive: the original {len(src.steps)}-step schedule lost no writes by {self.wanted} "
+                       f"in {rec['replays_done']} replay(s), and in some its faults failed to apply: {why}")
+                self.log.append({"type": "result", "code": EXIT_INCONCLUSIVE, "message": msg})
+                return ShrinkResult(EXIT_INCONCLUSIVE, msg, original_steps=len(src.steps),
+                                    candidates=len(self.outcomes), runs=self.runs,
+                                    wall_s=round(time.monotonic() - self.started, 1))
             if not reproduced:
-                rec = self.outcomes[schedule_key(src.steps, self.salt)]
                 msg = (f"not reproducible in {self.opts.replays} replays: the original {len(src.steps)}-step schedule "
                        f"lost no writes by {self.wanted} on replay ({rec['replays_done']} run(s))")
                 self.log.append({"type": "result", "code": EXIT_NOT_REPRODUCIBLE, "message": msg})

@@ -56,7 +56,9 @@ def cell_result(verdict: dict[str, Any] | None, error: str | None) -> dict[str, 
             "reason": str(verdict.get("outcome_reason") or f"verdict outcome {verdict.get('outcome')!r}"),
             "label": f"allowed by configuration ({', '.join(allowed)})" if allowed else "",
             "lost": int((verdict.get("counts") or {}).get("lost_write") or 0), "acked": verdict.get("acked_writes"),
-            "mechanisms": {str(k): int(n) for k, n in (verdict.get("mechanisms") or {}).items()}}
+            "mechanisms": {str(k): int(n) for k, n in (verdict.get("mechanisms") or {}).items()},
+            # what the run applied and what stopped on its own (the verdict's, read as written)
+            "faults": verdict.get("faults"), "halts": [h.get("text") for h in verdict.get("halts") or []]}
 
 
 class SuiteInterrupted(BaseException):

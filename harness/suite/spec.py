@@ -23,6 +23,8 @@ Schema (docs/suites.md)::
     name: seeds                      # optional; default: file name
     description: text                # optional
     defaults: {inventory: ..., seeds: [...], set: {...}, timeout: S}   # optional, per cell
+    axes: {target.timing: [fast, kafka-defaults]}   # optional: every cell once per value (per
+                                     # combination of values), the index shows them side by side
     cells:
       - name: kip-903/vulnerable     # unique; letters, digits, . _ - / = @
         campaign: ../kip-903.yaml    # relative to the suite file
@@ -33,6 +35,11 @@ Schema (docs/suites.md)::
         allowed_by: unclean.leader.election.enable=true   # loss-allowed: the setting every loss story must name
         require_errors: [NOT_ENOUGH_REPLICAS, ...]   # at least one send ended with one of these
         timeout: 900                 # seconds the run may take before it counts as infrastructure
+
+Axes: a suite's ``axes`` run every cell once per value of a campaign key (per combination, when
+there are several), as seeds and inventories do: ``NAME[target.timing=kafka-defaults]``. Why:
+the same pair must hold under another setting (Kafka's own default timeouts, not kraftsim's
+short ones), and the index shows a cell's results for each value side by side, one row per cell.
 
 Every cell is validated up front by loading its campaign with its overrides, so a bad
 override is a bad suite file (exit 2, one line) before anything runs.
@@ -47,14 +54,16 @@ from typing import Any
 from checkers.outcome import EXPECTS, LOSS_ALLOWED
 from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
 
-SUITE_KEYS = ("name", "description", "defaults", "cells")
-CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors")
+SUITE_KEYS = ("name", "description", "defaults", "axes", "cells", "retention")
+CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors",
+             "require_anomalies", "forbid_anomalies")
 DEFAULT_KEYS = ("set", "seeds", "inventory", "timeout")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/=@+-]*$")
 DEFAULT_TIMEOUT = 900.0
 
 #: the cell's own expectation keys: never in its ``set:``
 OWN_KEYS = {"expect": "expect", "allowed_by": "allowed_by", "require_errors": "require_errors",
+            "require_anomalies": "require_anomalies", "forbid_anomalies": "forbid_anomalies",
             "target.inventory": "inventory"}
 
 
@@ -71,6 +80,13 @@ class Cell:
     timeout: float = DEFAULT_TIMEOUT
     index: int = 0
     require_errors: list[str] = field(default_factory=list)
+    #: the suite's axis values this cell runs with ({dotted.key: value}), in the suite's axis order
+    axes: dict[str, str] = field(default_factory=dict)
+    #: the cell's name with its seed and inventory tags, without its axis values: the cells that
+    #: differ only by an axis value share it (one row of the index, one column per value)
+    row: str = ""
+    require_anomalies: list[str] = field(default_factory=list)
+    forbid_anomalies: list[str] = field(default_factory=list)
 
     def command(self, python: str, results_dir: str) -> list[str]:
         """`faultline run --no-check` for this cell (the suite checks every run in one session)."""
@@ -92,15 +108,69 @@ class SuiteSpec:
     name: str
     description: str
     cells: list[Cell] = field(default_factory=list)
+    #: the suite's axes in file order: {dotted.key: [value, ...]} (values as --set text)
+    axes: dict[str, list[str]] = field(default_factory=dict)
+    #: ``retention.keep_last``: after the suite, keep the newest N run and suite directories of its
+    #: results dir (``--keep-last`` wins); None: keep everything
+    keep_last: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "name": self.name, "description": self.description,
-                "cells": [c.to_json() for c in self.cells]}
+                "axes": self.axes, "cells": [c.to_json() for c in self.cells], "keep_last": self.keep_last}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "SuiteSpec":
         return cls(path=Path(doc["path"]), name=doc["name"], description=doc.get("description", ""),
-                   cells=[Cell(**c) for c in doc["cells"]])
+                   cells=[Cell(**c) for c in doc["cells"]], axes=doc.get("axes") or {},
+                   keep_last=doc.get("keep_last"))
+
+
+def axis_tag(key: str, value: str) -> str:
+    """How an axis value names its cell: ``target.timing=kafka-defaults``."""
+    return f"{key}={value}"
+
+
+def _scalar(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _axes(c: Validator, v: Any) -> dict[str, list[str]]:
+    """``axes: {dotted.key: [v1, v2, ...]}``: each a campaign key (as in ``set:``) and its distinct
+    scalar values; every cell runs once per combination of values."""
+    if v is None:
+        return {}
+    m = c.mapping(v, "axes", allow_none=False)
+    if not m:
+        raise c.fail("axes", "expected a mapping of dotted campaign keys to lists of values, e.g. "
+                     "{target.timing: [fast, kafka-defaults]}")
+    out: dict[str, list[str]] = {}
+    for k, vals in m.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", k):
+            raise c.fail("axes", f"keys are dotted campaign keys like target.timing, got {k!r}")
+        if k in OWN_KEYS:
+            raise c.fail(f"axes.{k}", f"{k} is a cell's own key ({OWN_KEYS[k]}), not an axis")
+        if not isinstance(vals, list) or not vals:
+            raise c.fail(f"axes.{k}", "expected a non-empty list of values")
+        texts = []
+        for i, x in enumerate(vals):
+            if isinstance(x, (dict, list)) or x is None:
+                raise c.fail(f"axes.{k}[{i}]", "expected a scalar value (string, number or boolean)")
+            t = _scalar(x)
+            if not re.fullmatch(r"[A-Za-z0-9._/=@+-]+", t):
+                raise c.fail(f"axes.{k}[{i}]", f"letters, digits and . _ / = @ + - (it names the cells), got {t!r}")
+            if t in texts:
+                raise c.fail(f"axes.{k}[{i}]", f"value {t!r} is listed twice")
+            texts.append(t)
+        out[k] = texts
+    return out
+
+
+def _combinations(axes: dict[str, list[str]]) -> list[dict[str, str]]:
+    """Every combination of the axes' values, the first axis varying slowest (file order)."""
+    combos: list[dict[str, str]] = [{}]
+    for k, vals in axes.items():
+        combos = [{**cmb, k: v} for cmb in combos for v in vals]
+    return combos
 
 
 def _overrides(c: Validator, v: Any, path: str) -> list[str]:
@@ -163,6 +233,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
     desc = c.string(doc["description"], "description") if doc.get("description") is not None else ""
     defaults = c.mapping(doc.get("defaults"), "defaults")
     c.keys(defaults, "defaults", DEFAULT_KEYS)
+    axes = _axes(c, doc.get("axes"))
     base = path.resolve().parent
     raw_cells = doc["cells"]
     if not isinstance(raw_cells, list) or not raw_cells:
@@ -189,11 +260,15 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
             key = o.split("=", 1)[0].strip()
             if key in OWN_KEYS:
                 raise c.fail(f"{p}.set", f"{key} is the cell's own key: use {p}.{OWN_KEYS[key]}")
+            if key in axes:
+                raise c.fail(f"{p}.set", f"{key} is the suite's axis (axes.{key}): every cell runs once per value")
         seeds = _seeds(c, m["seeds"], f"{p}.seeds") if "seeds" in m else _seeds(c, defaults.get("seeds"), "defaults.seeds")
         invs = (_inventories(c, m["inventory"], f"{p}.inventory", base) if "inventory" in m
                 else _inventories(c, defaults.get("inventory"), "defaults.inventory", base))
         timeout = c.number(m.get("timeout", defaults.get("timeout", DEFAULT_TIMEOUT)), f"{p}.timeout", positive=True)
         require = c.str_list(m["require_errors"], f"{p}.require_errors", min_len=1) if m.get("require_errors") is not None else []
+        anomalies = {k: c.str_list(m[k], f"{p}.{k}", min_len=1) if m.get(k) is not None else []
+                     for k in ("require_anomalies", "forbid_anomalies")}
         for seed in seeds:
             for inv in invs:
                 tags = []
@@ -201,20 +276,30 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                     tags.append(f"s{seed}")
                 if len(invs) > 1:
                     tags.append(f"@{Path(inv).stem}" if inv else "@campaign")
-                cid = cname + (f"[{','.join(tags)}]" if tags else "")
-                if cid in seen:
-                    raise c.fail(f"{p}.name", f"cell {cid!r} is already defined by {seen[cid]}; give each cell its own name")
-                seen[cid] = p
-                # the cell's expectation travels with its run (run.json), for the checker to judge
-                ov = list(sets) + ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
-                    ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
-                    ([f"require_errors=[{', '.join(require)}]"] if require else [])
-                if validate_campaigns:
-                    _validate_cell(c, p, camp, ov, seed)
-                cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
-                                  inventory=inv, allowed_by=allowed_by, timeout=timeout, index=len(cells),
-                                  require_errors=require))
-    return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells)
+                row = cname + (f"[{','.join(tags)}]" if tags else "")
+                for combo in _combinations(axes):
+                    ctags = tags + [axis_tag(k, v) for k, v in combo.items()]
+                    cid = cname + (f"[{','.join(ctags)}]" if ctags else "")
+                    if cid in seen:
+                        raise c.fail(f"{p}.name", f"cell {cid!r} is already defined by {seen[cid]}; give each cell its own name")
+                    seen[cid] = p
+                    # the cell's expectation travels with its run (run.json), for the checker to judge
+                    ov = list(sets) + [f"{k}={v}" for k, v in combo.items()] + \
+                        ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
+                        ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
+                        ([f"require_errors=[{', '.join(require)}]"] if require else []) + \
+                        [f"{k}=[{', '.join(v)}]" for k, v in anomalies.items() if v]
+                    if validate_campaigns:
+                        _validate_cell(c, p, camp, ov, seed)
+                    cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
+                                      inventory=inv, allowed_by=allowed_by, timeout=timeout, index=len(cells),
+                                      require_errors=require, axes=dict(combo), row=row, **anomalies))
+    keep_last = None
+    if doc.get("retention") is not None:
+        ret = c.mapping(doc["retention"], "retention", allow_none=False)
+        c.keys(ret, "retention", ["keep_last"], required=["keep_last"])
+        keep_last = c.integer(ret["keep_last"], "retention.keep_last", min=1)
+    return SuiteSpec(path=path.resolve(), name=name, description=desc, cells=cells, axes=axes, keep_last=keep_last)
 
 
 def _validate_cell(c: Validator, p: str, camp: Path, overrides: list[str], seed: int | None) -> None:

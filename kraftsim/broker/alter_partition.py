@@ -4,9 +4,13 @@ Why its own module: what a leader proposes (Partition.prepareIsrExpand / prepare
 ``partition.py``) and how the proposal travels are separate in Kafka, and the travelling is where
 faultline's delayed-AlterPartition faults act: one connection of its own, one request in flight,
 items kept and re-sent until their partition's answer arrives or newer metadata replaces them.
-Requests are v3 with broker epochs from Kafka 3.5 software on (the version is negotiated with
-the controller, not bound to metadata.version: gate ``alter_partition_v3``), v2 before; below
-metadata.version 3.5-IV1 a follower's epoch is -1 there, because its Fetch carried none.
+Requests are v3 with broker epochs when both the broker's and the controller's software know v3
+(Kafka 3.5+, gate ``alter_partition_v3``): the version is negotiated per connection from the
+controller's ApiVersions, as Kafka's NetworkClient does, not bound to metadata.version; v2
+otherwise (a 3.5 broker and a 3.4 controller in a rolling upgrade). Below metadata.version
+3.5-IV1 a follower's epoch is -1 in v3, because its Fetch carried none. The request is kept as a
+*builder* and built again for every re-send of the channel (a lost connection, NOT_CONTROLLER),
+which is where Kafka 3.5.0 and 3.5.1 lost the ISR (:class:`AlterPartitionRequestBuilder`).
 """
 from __future__ import annotations
 
@@ -19,6 +23,45 @@ from kio.schema.errors import ErrorCode
 
 from kraftsim.broker.partition import Partition, PendingChange
 from kraftsim.wire import build
+
+
+class AlterPartitionRequestBuilder:
+    """clients/.../AlterPartitionRequest.java ``Builder``: the data is made once with
+    NewIsrWithEpochs for every version (AlterPartitionManager.buildRequest does not know which
+    version the controller supports), and ``build(version)`` makes the request of the version the
+    connection negotiated. Below v3 NewIsrWithEpochs becomes NewIsr (broker ids) and is cleared.
+
+    In Kafka 3.5.0 and 3.5.1 (gate ``alter_partition_build_not_idempotent``) ``build`` does that
+    in place and unconditionally: the data's NewIsrWithEpochs is empty after the first v2 build,
+    so a second build - the channel re-sending the same queued builder after a disconnect or
+    NOT_CONTROLLER - sets NewIsr to the empty list, and the controller answers INVALID_REQUEST
+    (the ISR must contain the leader, ReplicationControlManager.validateAlterPartitionData). From
+    3.5.2 / 3.6.0 (KAFKA-15353, b41b2dfcf2f / 6f55160175a) it converts only while NewIsrWithEpochs
+    is not empty, so a rebuild sends the same ISR. A v3 build of data already converted for v2
+    fails as Kafka's serialisation does (a non-default NewIsr at version 3)."""
+    api_key = 56
+    oldest_version = 2   # kraftsim sends topic ids (v2+); Kafka's Builder allows 0+ (canUseTopicIds)
+
+    def __init__(self, data: dict[str, Any], latest_version: int, idempotent: bool) -> None:
+        self.data = data
+        self.latest_version = latest_version
+        self.idempotent = idempotent
+
+    def build(self, version: int) -> Any:
+        parts = [p for t in self.data["topics"] for p in t["partitions"]]
+        if version < 3:
+            for p in parts:
+                if self.idempotent and not p["new_isr_with_epochs"]:
+                    continue
+                p["new_isr"] = [s["broker_id"] for s in p["new_isr_with_epochs"]]
+                p["new_isr_with_epochs"] = []
+        elif any(p.get("new_isr") for p in parts):
+            raise ValueError("Attempted to write a non-default newIsr at version 3")
+        return build(load_request_schema(self.api_key, version), self.data)
+
+    @staticmethod
+    def isr_of(pd: dict[str, Any]) -> list[int]:
+        return [s["broker_id"] for s in pd["new_isr_with_epochs"]] or list(pd.get("new_isr") or [])
 
 
 class AlterPartitionManager:
@@ -65,8 +108,8 @@ class AlterPartitionManager:
         (newer metadata) is dropped instead of sent."""
         b = self.b
         client = b.controller_client("alter-partition")
-        version = 3 if b.features.alter_partition_v3 else 2
-        cls = load_request_schema(56, version)
+        latest = 3 if b.features.alter_partition_v3 else 2
+        idempotent = not b.features.alter_partition_build_not_idempotent
         while not b.stopping:
             await self.kick.wait()
             self.kick.clear()
@@ -81,22 +124,33 @@ class AlterPartitionManager:
                     continue
                 pd: dict[str, Any] = {"partition_index": key[1], "leader_epoch": item.leader_epoch,
                                       "partition_epoch": item.partition_epoch,
-                                      "leader_recovery_state": 0 if item.recovered else r.leader_recovery_state}
-                if version >= 3:
-                    pd["new_isr_with_epochs"] = [{"broker_id": bid, "broker_epoch": e} for bid, e in item.isr_with_epochs]
-                else:
-                    pd["new_isr"] = item.new_isr
+                                      "leader_recovery_state": 0 if item.recovered else r.leader_recovery_state,
+                                      "new_isr_with_epochs": [{"broker_id": bid, "broker_epoch": e}
+                                                              for bid, e in item.isr_with_epochs],
+                                      "new_isr": []}
                 by_topic.setdefault(t.topic_id, []).append(pd)
                 sent[key] = item
             if not sent:
                 continue
-            req = build(cls, {"broker_id": b.node_id, "broker_epoch": b.lifecycle.broker_epoch,
-                              "topics": [{"topic_id": uuid.UUID(tid), "partitions": parts}
-                                         for tid, parts in by_topic.items()]})
-            try:
-                resp = await client.request(req, timeout=30)
-            except (OSError, asyncio.TimeoutError, ConnectionError):
-                await asyncio.sleep(0.2)  # reconnect backoff; the items are still queued
+            builder = AlterPartitionRequestBuilder(
+                {"broker_id": b.node_id, "broker_epoch": b.lifecycle.broker_epoch,
+                 "topics": [{"topic_id": uuid.UUID(tid), "partitions": parts} for tid, parts in by_topic.items()]},
+                latest, idempotent)
+            resp = None
+            while not b.stopping:
+                try:
+                    # the channel re-sends this same builder until an answer arrives (Kafka's
+                    # alter-partition channel never times a request out: retryTimeoutMs is
+                    # Long.MaxValue; controller.socket.timeout.ms only disconnects and re-sends)
+                    resp = await client.request_built(builder, timeout=30)
+                    break
+                except (OSError, asyncio.TimeoutError, ConnectionError):
+                    await asyncio.sleep(0.2)  # reconnect backoff; then the same builder again
+                except ValueError as e:
+                    b.ev.log(f"AlterPartition not sent: {e}; building it again")
+                    break
+            if resp is None:
+                await asyncio.sleep(0.05)
                 self.kick.set()
                 continue
             if resp.error_code is not ErrorCode.none:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -70,6 +70,14 @@ KEEP_PENDING_NO_RETRY = frozenset({
 #: ... and the two after which Kafka knows the change was not applied and resets to the committed state
 ROLL_BACK = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
 
+#: Kafka 3.5-3.6 (gate ``isr_expansion_unsynchronised``): how long the rest of an ISR expansion
+#: waits after its first check, so that requests the broker already holds are handled in between.
+#: Kafka's request handler threads serve them concurrently with the expansion (a follower's Fetch
+#: updates Replica state without the partition lock there); kraftsim's one event loop would
+#: otherwise finish the expansion before touching them. It matters only when another Fetch of the
+#: same replica lands in the window with another broker epoch - a restarted replica's.
+UNSYNCHRONISED_WINDOW_S = 0.05
+
 
 class Partition:
     def __init__(self, broker: Any, topic: str, partition: int, log: PartitionLog):
@@ -92,6 +100,8 @@ class Partition:
         self.waiters: list[tuple[int, asyncio.Future]] = []
         #: KIP-1023: whether this follower incarnation already decided where to start fetching
         self.tier_start_checked = False
+        #: Kafka 3.5-3.6: replicas whose ISR expansion passed its first check and is not finished
+        self.expanding: set[int] = set()
 
     # ------------------------------------------------------------------ metadata
 
@@ -125,18 +135,24 @@ class Partition:
         reads ``partitionState.maximalIsr``), which can differ from the controller's: a leader
         cut from the controller never learns of a shrink. The checker's ``ack_below_min_isr``
         falls back to this view where no follower recorded its log end (``follower_append``;
-        Kafka logs this view as Partition's "ISR updated to").
+        Kafka logs this view as Partition's "ISR updated to"). ``proposed_isr`` is the ISR of the
+        AlterPartition still awaiting an answer or newer metadata (Kafka's PendingPartitionChange;
+        null when committed): a shrink leaves the maximal ISR as it was, so only this field shows
+        that an ISR change is under way - and, when it stays, that it is stuck (the checker's
+        ``isr_change_stuck``).
         """
         if self.role != "leader":
             self._noted = None
             return
-        now = (self.leader_epoch, self.partition_epoch, tuple(self.isr), tuple(self.maximal_isr))
+        proposed = tuple(self.pending.new_isr) if self.pending is not None else None
+        now = (self.leader_epoch, self.partition_epoch, tuple(self.isr), tuple(self.maximal_isr), proposed)
         if self._noted == now:
             return
         self._noted = now
         self.b.ev.emit("leader_isr", topic=self.topic, partition=self.partition, broker=self.b.node_id,
                        leader_epoch=self.leader_epoch, partition_epoch=self.partition_epoch,
-                       isr=list(self.isr), maximal_isr=list(self.maximal_isr))
+                       isr=list(self.isr), maximal_isr=list(self.maximal_isr),
+                       proposed_isr=list(proposed) if proposed is not None else None)
 
     def _clear_pending(self) -> None:
         """Back to a committed state; an unsent request for the old proposal is dropped."""
@@ -423,16 +439,68 @@ class Partition:
             return False
         return fs.broker_epoch == -1 or fs.broker_epoch == reg.broker_epoch
 
+    def _in_sync(self, fs: FollowerState) -> bool:
+        """Partition.scala, isFollowerInSync: at or past the HWM and the leader epoch start offset."""
+        return fs.leo >= self.hwm and fs.leo >= self.leso
+
     def maybe_expand_isr(self, rid: int) -> None:
-        """Partition.scala, maybeExpandIsr / canAddReplicaToIsr / isFollowerInSync."""
+        """Partition.scala, maybeExpandIsr / canAddReplicaToIsr / isFollowerInSync, then
+        prepareIsrExpand → addBrokerEpochToIsr (the broker epochs the request carries: ``submit``).
+
+        From Kafka 3.7 the follower's fetch state changes only under ``leaderIsrUpdateLock``
+        (Partition.updateFollowerFetchState, KAFKA-15221 d46781d4db3), so the checks and the epochs
+        sent read one state - here, all at once. Kafka 3.5.0-3.6.2 (gate
+        ``isr_expansion_unsynchronised``) took no lock there: another request handler thread can
+        replace the replica's state while an expansion is under way. kraftsim runs the
+        interleaving the fix's commit message describes: (2) a first check on the state this
+        Fetch left - caught up and eligible (broker epoch as the leader's metadata image has it);
+        then, :data:`UNSYNCHRONISED_WINDOW_S` later, the second check under the write lock: (4a)
+        caught up? - the state the first check saw; (4b) a Fetch handled meanwhile may have
+        replaced the state - a restarted replica's new incarnation, at offset 0 with its new
+        broker epoch; (4c) eligible? - broker epoch against the image now, on the state now;
+        (5) ``addBrokerEpochToIsr`` - the epochs now. A stale Fetch of the old incarnation can so
+        put the new, empty incarnation into the ISR with its own (valid) epoch, which the
+        controller's KIP-903 check accepts. (In Partition.scala ``needsExpandIsr`` evaluates
+        ``canAddReplicaToIsr`` before ``isFollowerInSync``; the commit's account orders 4a before
+        4c, and kraftsim follows the account - either way the epoch sent is read after the
+        catch-up decision, which is what the fix's lock closes.)"""
         if self.alter_inflight or rid in self.isr or self.leader_recovery_state != RECOVERED:
             return
         fs = self.followers.get(rid)
-        if fs is None or fs.leo < self.hwm or fs.leo < self.leso:
+        if fs is None or not self._in_sync(fs):
             return
         if not self._isr_eligible(rid, fs):
             return  # KIP-841 / KIP-903
+        if self.b.features.isr_expansion_unsynchronised:
+            self._expand_unsynchronised(rid, replace(fs))
+            return
         self.b.alter_partition_manager.submit(self, self.isr + [rid])
+
+    def _expand_unsynchronised(self, rid: int, seen: FollowerState) -> None:
+        """Kafka 3.5-3.6: the write-locked part of maybeExpandIsr and prepareIsrExpand, after the
+        requests handled meanwhile (see :meth:`maybe_expand_isr`)."""
+        if rid in self.expanding:
+            return
+        self.expanding.add(rid)
+        epoch = self.leader_epoch
+
+        def second_check() -> None:
+            self.expanding.discard(rid)
+            if self.role != "leader" or self.leader_epoch != epoch or self.b.lifecycle.self_fenced:
+                return
+            if self.alter_inflight or rid in self.isr or self.leader_recovery_state != RECOVERED:
+                return
+            if not self._in_sync(seen):                      # 4a: the state the first check saw
+                return
+            now = self.followers.get(rid)
+            if now is None or not self._isr_eligible(rid, now):   # 4c: the state and image now
+                return
+            if now.broker_epoch != seen.broker_epoch:
+                self.b.ev.log(f"{self.topic}-{self.partition}: ISR expansion of {rid} checked caught up at "
+                              f"offset {seen.leo} (broker epoch {seen.broker_epoch}) sends broker epoch "
+                              f"{now.broker_epoch} (its state now: offset {now.leo})")
+            self.b.alter_partition_manager.submit(self, self.isr + [rid])   # 5: addBrokerEpochToIsr, now
+        asyncio.get_running_loop().call_later(UNSYNCHRONISED_WINDOW_S, second_check)
 
     def maybe_shrink_isr(self) -> None:
         """Partition.scala, maybeShrinkIsr / getOutOfSyncReplicas: ISR members that are not

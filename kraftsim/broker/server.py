@@ -98,8 +98,11 @@ class BrokerServer:
 
     def controller_client(self, name: str) -> QuorumClient:
         """One channel to the active controller (NodeToControllerChannelManager): it follows
-        NOT_CONTROLLER and leader hints among ``controller.quorum.voters`` (kraftsim/raft/)."""
-        return QuorumClient(self.ctl_locator, f"kraftsim-broker-{self.node_id}-{name}", local_host=self.host)
+        NOT_CONTROLLER and leader hints among ``controller.quorum.voters`` (kraftsim/raft/); the
+        ``metadata`` channel is the broker's raft client (an observer), the only one that looks for
+        another voter when its controller goes quiet."""
+        return QuorumClient(self.ctl_locator, f"kraftsim-broker-{self.node_id}-{name}", local_host=self.host,
+                            observer=name == "metadata")
 
     async def supervise(self, loop_fn: Callable[[], Awaitable[None]], name: str) -> None:
         """Keep a channel loop alive: an unexpected error is logged once and the loop restarts

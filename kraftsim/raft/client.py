@@ -311,15 +311,21 @@ class RaftClient:
             self._transition_to_candidate(now, reason)
 
     def _poll_leader(self, s: Leader, now: float) -> float:
-        """KafkaRaftClient.pollLeader: resign when a majority stopped fetching (check quorum);
-        BeginQuorumEpoch to every other voter every fetch.timeout.ms / 2."""
-        if self.shutting_down or s.check_quorum_expired(now):
+        """KafkaRaftClient.pollLeader: resign when a majority stopped fetching (check quorum, gate
+        ``check_quorum``: Kafka 3.7+, ``timeUntilCheckQuorumExpires == 0``; before 3.7 pollLeader
+        resigns only on shutdown or a requested resignation - 3.6.2 KafkaRaftClient.pollLeader - so
+        a leader cut from the other voters stays leader of its epoch); BeginQuorumEpoch to every
+        other voter every fetch.timeout.ms / 2."""
+        expired = self.config.check_quorum and s.check_quorum_expired(now)
+        if self.shutting_down or expired:
             self._resign(now, "check_quorum" if not self.shutting_down else "shutdown")
             return 0.0
         if now >= s.begin_quorum_next:
             for v in self.voters - {self.node_id}:
                 self._maybe_send(v, now, self._build_begin_quorum_epoch, self._handle_begin_quorum_epoch_response)
             s.begin_quorum_next = now + self.config.fetch_timeout_ms / 2000
+        if not self.config.check_quorum:
+            return s.begin_quorum_next - now
         return min(s.begin_quorum_next, s.check_quorum_deadline) - now
 
     def _poll_candidate(self, s: Candidate, now: float) -> float:

@@ -69,6 +69,9 @@ class QuorumConfig:
     fatal_fault: bool = True
     #: gate ``pre_vote`` (KIP-996, Kafka 4.0+): Prospective before Candidate, Vote v2 PreVote
     pre_vote: bool = False
+    #: gate ``check_quorum`` (KAFKA-15489, Kafka 3.7+): a leader without Fetch from a majority for
+    #: 1.5 x fetch timeout resigns; before 3.7 it stays leader (LeaderState had no such timer)
+    check_quorum: bool = True
 
     @property
     def majority(self) -> int:
@@ -187,6 +190,7 @@ def load_node_config(path: Path) -> NodeConfig:
         raise ConfigError(f"kraftsim: {path}: key 'kafka.version': {e}") from None
     qc.fatal_fault = features.software_gate("raft_fatal_fault", kv)
     qc.pre_vote = features.software_gate("pre_vote", kv)
+    qc.check_quorum = features.software_gate("check_quorum", kv)
     if node_id not in qc.voters:
         raise ConfigError(f"kraftsim: {path}: key 'controller.quorum.voters': node.id {node_id} is not among the voters")
     opt = lambda k: Path(raw[k]) if raw.get(k) else None  # noqa: E731

@@ -94,12 +94,24 @@ def not_controller(resp: Any) -> tuple[bool, int, int]:
 
 
 class QuorumClient:
-    """One broker channel to whichever controller is active (see module docstring)."""
+    """One broker channel to whichever controller is active (see module docstring).
 
-    def __init__(self, locator: ControllerLocator, client_id: str, local_host: str | None = None):
+    ``observer``: this channel is the broker's raft client (the metadata Fetch). Only it goes
+    looking at another voter when its controller stops answering (KafkaRaftClient
+    ``pollFollowerAsObserver`` -> ``maybeSendAnyVoterFetch`` after the fetch timeout); every other
+    channel, after a lost connection or a timeout, asks the metadata quorum again where the active
+    controller is (NodeToControllerRequestThread.handleResponse: ``updateControllerAddress(null)``,
+    then ``RaftControllerNodeProvider.getControllerInfo`` = the raft leader this broker knows). So
+    a controller that still answers the metadata Fetch as leader - one cut from the other voters
+    that never resigns (before Kafka 3.7) - keeps every channel, even while it answers nothing else.
+    """
+
+    def __init__(self, locator: ControllerLocator, client_id: str, local_host: str | None = None,
+                 observer: bool = False):
         self.locator = locator
         self.client_id = client_id
         self.local_host = local_host
+        self.observer = observer
         self.client: Client | None = None
 
     @property
@@ -132,7 +144,8 @@ class QuorumClient:
                 resp = await c.request(req, timeout=max(0.05, left))
             except (OSError, ConnectionError, asyncio.TimeoutError):
                 self.close()
-                self.locator.failed(address)
+                if self.observer:
+                    self.locator.failed(address)
                 if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -149,6 +162,48 @@ class QuorumClient:
                 return resp
             await asyncio.sleep(RETRY_BACKOFF_S)
 
+    async def request_built(self, builder: Any, timeout: float = 10.0) -> Any:
+        """Like :meth:`request`, for a request that is built per send: ``builder.build(version)``
+        at the highest version both sides know (``builder.latest_version`` and the controller's
+        ApiVersions on this connection), again for every re-send after NOT_CONTROLLER or a lost
+        connection - Kafka's channel keeps the request *builder* in its queue
+        (NodeToControllerQueueItem; ``requestQueue.putFirst`` on a disconnect or NOT_CONTROLLER) and
+        NetworkClient.doSend calls ``builder.build(version)`` on each send. A build that fails is
+        raised as ValueError (the caller's callback gets the error, as Kafka's does)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            c = self._client()
+            address = (c.host, c.port)
+            left = deadline - time.monotonic()
+            try:
+                versions = await c.api_versions(timeout=max(0.05, left))
+                lo_hi = versions.get(builder.api_key)
+                version = min(builder.latest_version, lo_hi[1]) if lo_hi else -1
+                if lo_hi is None or version < max(lo_hi[0], builder.oldest_version):
+                    raise ValueError(f"api {builder.api_key}: no version both sides support "
+                                     f"(ours up to {builder.latest_version}, the controller's {lo_hi})")
+                req = builder.build(version)
+                resp = await c.request(req, timeout=max(0.05, deadline - time.monotonic()))
+            except (OSError, ConnectionError, asyncio.TimeoutError):
+                self.close()
+                if self.observer:
+                    self.locator.failed(address)
+                if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
+                    raise
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            refused, leader, epoch = not_controller(resp)
+            hinted = leader >= 0 and leader in self.locator.voters
+            if hinted:
+                self.locator.leader_hint(leader, epoch)
+            if not refused:
+                return resp
+            if not hinted:
+                self.locator.failed(address)
+            if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
+                return resp
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
     async def request_private(self, api_key: int, body: bytes, timeout: float = 10.0) -> bytes:
         """A kraftsim-private request (wire.PRIVATE_*), JSON answered; a non-active controller
         answers ``{"error": "NOT_CONTROLLER"}`` and the next controller is tried."""
@@ -160,7 +215,8 @@ class QuorumClient:
                 out = await c.request_private(api_key, body, timeout=max(0.05, deadline - time.monotonic()))
             except (OSError, ConnectionError, asyncio.TimeoutError):
                 self.close()
-                self.locator.failed(address)
+                if self.observer:
+                    self.locator.failed(address)
                 if time.monotonic() >= deadline or len(self.locator.addresses) == 1:
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)

@@ -178,6 +178,29 @@ WORDINGS = [
     ("[QuorumController id=3001] Renouncing the leadership due to a metadata log event. We were the leader at epoch 7, "
      "but in the new epoch 8, the leader is 3002. Reverting to last stable offset 1200.",
      {"kind": "controller_renounced", "controller_epoch": 7, "new_controller": 3002}),
+    # QuorumController.handleEventException: the line starts with the failed event's name. Rendered from
+    # 3.4.0/3.5.0's log.warn and 3.6.0's EventHandlerExceptionInfo.failureMessage (its INFO line for a
+    # NotLeaderException, and the catch-all through LoggingFaultHandler, without the controller prefix)
+    ("[QuorumController id=3001] maybeFenceReplicas: failed with unknown server exception NotLeaderException at epoch 7 "
+     "in 1523 us.  Renouncing leadership and reverting to the last committed offset 1200.",
+     {"kind": "controller_renounced", "controller_epoch": 7, "last_committed_offset": 1200,
+      "reason": "maybeFenceReplicas: NotLeaderException"}),
+    ("[QuorumController id=3001] alterPartition: event failed with NotLeaderException (treated as "
+     "NotControllerException) at epoch 7 in 40 microseconds. Renouncing leadership and reverting to the last "
+     "committed offset 1200.",
+     {"kind": "controller_renounced", "controller_epoch": 7, "last_committed_offset": 1200,
+      "reason": "alterPartition: NotLeaderException (treated as NotControllerException)"}),
+    ("Encountered quorum controller fault: handleCommit[baseOffset=1201]: event failed with NullPointerException "
+     "(treated as UnknownServerException) at epoch 7 in 40 microseconds. Renouncing leadership and reverting to the "
+     "last committed offset 1200.",
+     {"kind": "controller_renounced", "controller_epoch": 7, "role": "controller",
+      "reason": "handleCommit[baseOffset=1201]: NullPointerException (treated as UnknownServerException)"}),
+    ("[QuorumController id=3001] registerBroker: event unable to start processing because of InterruptedException "
+     "(treated as UnknownServerException) at epoch 7. Renouncing leadership and reverting to the last committed "
+     "offset 1200.", {"kind": "controller_renounced", "controller_epoch": 7, "last_committed_offset": 1200}),
+    # LogLoader.recoverLog before 3.3: the bare wording, the partition in the prefix
+    ("[LogLoader partition=__consumer_offsets-48, dir=/var/lib/kafka/data-0/kafka-log2] Recovering unflushed segment 0",
+     {"kind": "recovering", "topic": "__consumer_offsets", "partition": 48, "segment": 0}),
     # Partition.makeLeader: 3.6+ wording (under-min-isr, previous leader) and the one without the flag
     (f"[Broker id=1] Leader foo-0 with topic id Some({_TID}) starts at leader epoch 5 from offset 100 with partition "
      "epoch 9, high watermark 90, ISR [1], adding replicas [] and removing replicas [] (under-min-isr). Previous leader "
@@ -281,6 +304,76 @@ def test_log4j_time_zone_stack_traces_and_torn_lines(tmp_path):
     ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st)
     assert [(e["event"], e["broker"], e["to_offset"], e["wall"]) for e in ev] == [("truncation", 1, 7, 1714557600.5)]
     assert st.problems == []
+
+
+def test_strimzi_layout_is_read_as_kafkas_own():
+    """Strimzi's broker pattern ``%d{ISO8601} %p %m (%c) [%t]``: the date has no brackets and the
+    thread follows the logger. The corpus source's real lines (strimzi-7484-3.2-log-recovery) give
+    their wall times, loggers and messages as Kafka's own layout would, and a stack trace in that
+    layout still belongs to the record before it."""
+    f = (Path(__file__).parent / "kafka_logs_real" / "strimzi-7484-3.2-log-recovery" / "cluster-logs"
+         / "strimzi-kafka" / "server.log")
+    rs = log4j.ReadStats()
+    recs = log4j.read_records(f, log4j.parse_zone("UTC"), rs)
+    assert [r.logger for r in recs] == ["kafka.log.LogManager", "kafka.log.LogLoader", "kafka.log.UnifiedLog$",
+                                        "kafka.log.UnifiedLog$"]
+    assert recs[0].wall == pytest.approx(1665787920.539) and recs[1].wall == pytest.approx(1665787920.541)
+    assert recs[1].message == ("[LogLoader partition=__consumer_offsets-48, dir=/var/lib/kafka/data-0/kafka-log2] "
+                               "Recovering unflushed segment 0")
+    assert rs.no_logger == 0 and rs.orphan == 0
+
+
+def test_strimzi_layout_stack_trace_and_threads(tmp_path):
+    h = tmp_path / "cluster-logs" / "kafka-0"
+    h.mkdir(parents=True)
+    (h / "server.log").write_text(
+        "2024-05-01 12:00:00,500 INFO [UnifiedLog partition=foo-0, dir=/data] Truncating to offset 7 "
+        "(kafka.log.UnifiedLog) [ReplicaFetcherThread-0-2]\n"
+        "2024-05-01 12:00:01,000 WARN [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error in fetch "
+        "(kafka.server.ReplicaFetcherThread) [ReplicaFetcherThread-0-2]\n"
+        "java.io.IOException: Connection to 2 was disconnected before the response was read\n"
+        "\tat org.apache.kafka.clients.NetworkClientUtils.sendAndReceive(NetworkClientUtils.java:99)\n"
+        "[2024-05-01 12:00:02,000] INFO [Partition foo-0 broker=1] ISR updated to 1,2 and version updated to 3 "
+        "(kafka.cluster.Partition)\n")
+    rs = log4j.ReadStats()
+    recs = log4j.read_records(h / "server.log", log4j.parse_zone(None), rs)
+    assert [(r.level, r.logger) for r in recs] == [("INFO", "kafka.log.UnifiedLog"),
+                                                   ("WARN", "kafka.server.ReplicaFetcherThread"),
+                                                   ("INFO", "kafka.cluster.Partition")]
+    assert recs[0].wall == pytest.approx(1714564800.5) and rs.continuation == 2 and rs.no_logger == 0
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
+    assert [(e["event"], e.get("to_offset")) for e in ev][:1] == [("truncation", 7)]
+
+
+def test_a_controller_renouncing_after_a_failed_event_is_an_event(tmp_path):
+    """QuorumController.handleEventException: the line starts with the failed event's name (3.6+,
+    rendered from EventHandlerExceptionInfo.failureMessage; no real 3.4+ line was found, docs/kafka-logs.md),
+    and the catch-all comes through LoggingFaultHandler without the controller's prefix."""
+    h = tmp_path / "cluster-logs" / "controller-3001"
+    h.mkdir(parents=True)
+    (h / "kafka-logs.json").write_text(json.dumps({"node_id": 3001, "timezone": "UTC"}))
+    (h / "controller.log").write_text(
+        "[2024-05-01 12:00:00,000] INFO [QuorumController id=3001] Becoming the active controller at epoch 7, next "
+        "write offset 1234. (org.apache.kafka.controller.QuorumController)\n"
+        "[2024-05-01 12:00:05,000] INFO [QuorumController id=3001] alterPartition: event failed with "
+        "NotLeaderException (treated as NotControllerException) at epoch 7 in 40 microseconds. Renouncing "
+        "leadership and reverting to the last committed offset 1300. (org.apache.kafka.controller.QuorumController)\n")
+    (h / "server.log").write_text(
+        "[2024-05-01 12:00:09,000] ERROR Encountered quorum controller fault: handleCommit[baseOffset=1301]: event "
+        "failed with NullPointerException (treated as UnknownServerException) at epoch 9 in 40 microseconds. "
+        "Renouncing leadership and reverting to the last committed offset 1300. "
+        "(org.apache.kafka.server.fault.LoggingFaultHandler)\n"
+        "java.lang.NullPointerException\n")
+    st = kafkalog.Stats()
+    ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st)
+    got = [(e["event"], e["node"], e["role"], e["controller_epoch"], e.get("reason"), e.get("last_committed_offset"))
+           for e in ev]
+    assert got == [("controller_activated", 3001, "controller", 7, None, None),
+                   ("controller_renounced", 3001, "controller", 7,
+                    "alterPartition: NotLeaderException (treated as NotControllerException)", 1300),
+                   ("controller_renounced", 3001, "controller", 9,
+                    "handleCommit[baseOffset=1301]: NullPointerException (treated as UnknownServerException)", 1300)]
+    assert st.not_understood == 0
 
 
 def test_unknown_time_zone_is_one_line_and_reads_as_utc(tmp_path):
@@ -516,6 +609,9 @@ def test_collect_kafka_logs_from_hosts(tmp_path):
     (d1 / f"server.log.{hour}").write_text("[2024-05-01 11:00:00,000] INFO [Controller 1] something (x.Y)\n")
     (d1 / "server.log.2020-01-01-00").write_text("an hour long before the run\n")
     (d1 / "state-change.log").write_text("")
+    # Kafka 4.0's log4j2.yaml rolls state-change.log to stage-change.log.<hour>
+    (d1 / f"stage-change.log.{hour}").write_text("[2024-05-01 11:00:00,000] INFO [Broker id=1] something (x.Y)\n")
+    (d1 / "stage-change.log.2020-01-01-00").write_text("an hour long before the run\n")
     (d1 / "controller.log").write_text("")
     (d1 / "kafka-request.log").write_text("not ours\n")
     (d2 / "server.log").write_text("[2024-05-01 12:00:00,000] INFO [UnifiedLog partition=foo-0, dir=/d] Truncating to "
@@ -553,10 +649,12 @@ def test_collect_kafka_logs_from_hosts(tmp_path):
                 kill_process_group(pid, signal.SIGKILL)
     cl = run_dir / "cluster-logs"
     assert sorted(p.name for p in (cl / "broker-1").iterdir()) == sorted(
-        ["controller.log", "kafka-logs.json", "server.log", f"server.log.{hour}", "state-change.log", "b1.out"])
+        ["controller.log", "kafka-logs.json", "server.log", f"server.log.{hour}", "state-change.log",
+         f"stage-change.log.{hour}", "b1.out"])
     meta1 = json.loads((cl / "broker-1" / "kafka-logs.json").read_text())
     assert meta1["node_id"] == 1 and meta1["timezone"] == "Europe/Berlin"
     assert meta1["files"]["server"] == f"{d1}/server.log"
+    assert meta1["collected"][f"stage-change.log.{hour}"] == f"{d1}/stage-change.log.{hour}"
     meta2 = json.loads((cl / "broker-2" / "kafka-logs.json").read_text())
     assert meta2["timezone"] == "+05:30" and (cl / "broker-2" / "server.log").exists()
     # broker-2 has no controller.log / state-change.log: said, not fatal; broker-3 has nothing to collect

@@ -1,7 +1,7 @@
 """Kafka's own logs, as real brokers and controllers wrote them, read right (checkers/kafkalog).
 
 The corpus (tests/checkers/kafka_logs_real/, table in docs/kafka-logs.md) holds excerpts of
-server.log / controller.log / state-change.log that Kafka 3.6-4.3 brokers and controllers
+server.log / controller.log / state-change.log that Kafka 3.2-4.3 brokers and controllers
 wrote, found in public bug reports, pull requests, write-ups and a log directory committed
 to a public repository. Every line is verbatim;
 each source's PROVENANCE.md says where it came from, which Kafka version wrote it and how
@@ -31,7 +31,7 @@ SOURCES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json"))
 COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rejected", "repeated_rejections",
             "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
             "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
-            "clean_reelection_after_fence"}
+            "clean_reelection_after_fence", "strimzi_layout"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 

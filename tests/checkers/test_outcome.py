@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.outcome import (AS_EXPECTED, INCONCLUSIVE, UNEXPECTED, Evidence, Expectation, decide,
-                              exit_code)
+from checkers.outcome import (AS_EXPECTED, INCONCLUSIVE, UNEXPECTED, Evidence, Expectation, FaultCount, decide,
+                              exit_code, fault_shortfall)
 
 UNCLEAN = "unclean.leader.election.enable=true"
 
@@ -83,14 +83,40 @@ def test_the_verdict_fields_and_exit_codes() -> None:
     exp = Expectation("loss-allowed", allowed_by=UNCLEAN)
     v = decide(exp, _ev(50, stories=[_story(1, "last_replica_standing", None)])).to_verdict(exp)
     assert (v["outcome"], v["as_expected"], v["expected"], exit_code(v)) == (UNEXPECTED, False, "loss-allowed", 1)
-    assert v["expectation"] == {"expect": "loss-allowed", "allowed_by": UNCLEAN, "require_errors": []}
+    assert v["expectation"] == {"expect": "loss-allowed", "allowed_by": UNCLEAN, "require_errors": [],
+                                "require_anomalies": [], "forbid_anomalies": []}
     assert [e["ok"] for e in v["expectations"]] == [False]
     assert exit_code(decide(Expectation(), _ev(0)).to_verdict(Expectation())) == 0
     assert exit_code(decide(Expectation(), _ev(0, thin=["x"])).to_verdict(Expectation())) == 4
 
 
+def _counted(**counts: int) -> Evidence:
+    return Evidence(lost=0, acked=1000, valid=True, counts={"lost_write": 0, **counts})
+
+
+def test_required_and_forbidden_anomalies() -> None:
+    """A bug that loses no write shows as an informational anomaly: the vulnerable side of a pair
+    requires it, the fixed side forbids it (a campaign's require_anomalies / forbid_anomalies)."""
+    need = Expectation("no-loss", require_anomalies=("controller_split_brain",))
+    o = decide(need, _counted(controller_split_brain=0))
+    assert o.outcome == UNEXPECTED and o.reason.startswith("REQUIRED ANOMALY NOT SHOWN: controller_split_brain=0")
+    o = decide(need, _counted(controller_split_brain=2))
+    assert o.outcome == AS_EXPECTED and "controller_split_brain=2" in o.reason
+    assert [c.kind for c in o.checks] == ["loss", "validity", "anomalies"]
+    forbid = Expectation("no-loss", forbid_anomalies=("isr_change_stuck",))
+    o = decide(forbid, _counted(isr_change_stuck=1))
+    assert o.outcome == UNEXPECTED and "FORBIDDEN ANOMALY SHOWN: isr_change_stuck=1" in o.reason
+    assert decide(forbid, _counted()).outcome == AS_EXPECTED
+    # a loss where none is expected is still unexpected, whatever the anomalies
+    assert decide(need, Evidence(lost=3, acked=9, valid=False, invalid_because=["lost_write"],
+                                 counts={"lost_write": 3, "controller_split_brain": 1})).outcome == UNEXPECTED
+
+
 @pytest.mark.parametrize("run, field", [({"expect": "lossy"}, "'expect'"), ({"allowed_by": 3}, "'allowed_by'"),
-                                        ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'")])
+                                        ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'"),
+                                        ({"require_anomalies": "isr_change_stuck"}, "'require_anomalies'"),
+                                        ({"require_anomalies": ["a"], "forbid_anomalies": ["a"]},
+                                         "'forbid_anomalies'")])
 def test_a_bad_expectation_in_run_json_is_one_line(run: dict, field: str) -> None:
     with pytest.raises(ValueError) as e:
         Expectation.from_run(run)
@@ -101,3 +127,56 @@ def test_allowed_by_is_read_only_with_loss_allowed() -> None:
     assert Expectation.from_run({"expect": "no-loss", "allowed_by": UNCLEAN}).allowed_by is None
     assert Expectation.from_run({"expect": "loss-allowed", "allowed_by": UNCLEAN}).allowed_by == UNCLEAN
     assert Expectation.from_run({"expect": "loss-allowed"}, expect="loss").expect == "loss"
+
+
+def test_without_histories_nothing_is_judged():
+    """Only the cluster's logs (checkers/events_only.py): whatever the expectation, the outcome is
+    inconclusive because there were no histories, and no part of the expectation is listed as held."""
+    from checkers.outcome import NO_HISTORIES, Evidence, Expectation, decide, exit_code
+    for exp in (Expectation(), Expectation("loss"), Expectation("loss-allowed", require_errors=("NOT_ENOUGH_REPLICAS",))):
+        out = decide(exp, Evidence(lost=0, acked=None, valid=False, histories=False))
+        v = out.to_verdict(exp)
+        assert v["outcome"] == "inconclusive" and v["inconclusive_because"] == [NO_HISTORIES]
+        assert v["expectations"] == [] and v["as_expected"] is False and exit_code(v) == 4
+
+
+FAILED = [{"fault": "reboot", "targets": ["broker-1"], "reason": "log dir /nonexistent does not exist"},
+          {"fault": "reboot", "targets": ["broker-3"], "reason": "log dir /nonexistent does not exist"}]
+
+
+def test_too_few_faults_applied_is_thin_a_loss_still_counts() -> None:
+    """No fault applied (or fewer than nemesis.min_applied): finding nothing proves nothing, so the
+    run is inconclusive naming the failed faults; but a loss it found is a loss (a thin reason,
+    not an unjudgeable one): Kafka lost acknowledged writes under whatever the faults did."""
+    run = {"faults": {"applied": 0, "failed": 2, "failed_list": FAILED, "min_applied": 1}}
+    why = fault_shortfall(run)
+    # grouped by reason: a mix repeats one failure many times
+    assert why == ["2 of 2 faults failed to start: reboot[broker-1], reboot[broker-3]: log dir /nonexistent does not exist"]
+    o = decide(Expectation("no-loss"), _ev(0, thin=why))
+    assert o.outcome == INCONCLUSIVE and o.reason == "INCONCLUSIVE: " + why[0] and exit_code(o.to_verdict(Expectation())) == 4
+    assert decide(Expectation("no-loss"), _ev(4, thin=why)).outcome == UNEXPECTED
+    assert decide(Expectation("loss"), _ev(4, thin=why)).outcome == AS_EXPECTED
+    # a control whose faults failed did not "not reproduce": it was not tested
+    assert decide(Expectation("loss"), _ev(0, thin=why)).outcome == INCONCLUSIVE
+    # enough applied, or no count (a run.json from before faults were counted): no reason
+    assert fault_shortfall({"faults": {"applied": 1, "failed": 2, "failed_list": FAILED, "min_applied": 1}}) == []
+    assert fault_shortfall({}) == []
+    assert fault_shortfall({"faults": {"applied": 2, "failed": 1, "failed_list": FAILED[:1], "min_applied": 3}}) == [
+        "1 of 3 faults failed to start, 2 applied (nemesis.min_applied 3): reboot[broker-1]: log dir /nonexistent "
+        "does not exist"]
+    assert fault_shortfall({"faults": {"applied": 0, "failed": 0, "min_applied": 1}}) == [
+        "0 faults applied, fewer than nemesis.min_applied 1: nothing was tested under faults"]
+    many = [dict(FAILED[0], reason=f"reason {i % 7}") for i in range(9)] + [FAILED[1]]
+    (line,) = fault_shortfall({"faults": {"applied": 0, "failed": 10, "failed_list": many, "min_applied": 1}})
+    assert line.startswith("10 of 10 faults failed to start: reboot[broker-1] (2x): reason 0; reboot[broker-1] (2x): "
+                           "reason 1; reboot[broker-1]: reason 2;") and line.endswith("; and 3 more reasons")
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("faults, field", [("lots", "'faults'"), ({"applied": -1}, "'faults.applied'"),
+                                           ({"min_applied": "x"}, "'faults.min_applied'"),
+                                           ({"failed_list": "x"}, "'faults.failed_list'")])
+def test_a_bad_fault_count_in_run_json_is_one_line(faults, field: str) -> None:
+    with pytest.raises(ValueError) as e:
+        FaultCount.from_run({"faults": faults})
+    assert field in str(e.value) and "\n" not in str(e.value)

@@ -282,7 +282,7 @@ def test_kip903_check_was_off_at_3_5_iv0(spark, tmp_path, record):
     v = _kip903_run(spark, tmp_path, "3.5-IV0", record)
     assert "was off (metadata.version=3.5-IV0)" in _kip903_sentence(v)
     got = v["checker"]["features"]
-    assert got["versions"] == {"metadata.version": "3.5-IV0"}
+    assert got["versions"] == {"kafka.version": "3.5.0", "metadata.version": "3.5-IV0"}
     assert got["gates"]["kip903"] == {"enabled": False, "decided_by": "metadata.version", "kind": "protocol",
                                       "version": "3.5-IV0"}
     assert got["source"] == ("cluster/features.json" if record == "file"
@@ -291,7 +291,7 @@ def test_kip903_check_was_off_at_3_5_iv0(spark, tmp_path, record):
 
 def test_kip903_check_was_on_at_3_5_iv1(spark, tmp_path):
     v = _kip903_run(spark, tmp_path, "3.5-IV1", "file")
-    assert "was on (metadata.version=3.5-IV1), yet did not stop it" in _kip903_sentence(v)
+    assert "was on (metadata.version=3.5-IV1, kafka.version=3.5.0), yet did not stop it" in _kip903_sentence(v)
 
 
 def test_no_features_record_says_the_gate_is_unknown(spark, tmp_path):
@@ -301,3 +301,53 @@ def test_no_features_record_says_the_gate_is_unknown(spark, tmp_path):
     assert "was not recorded as on or off (the run has no features.json or controller 'features' event)" in text
     assert "was off" not in text and "was on" not in text
     assert v["checker"]["features"]["source"] is None
+
+
+# ------------------------------------------------------------------ the events kind (no histories)
+
+def test_events_stories_count_every_rejection_and_each_controller_failover(tmp_path):
+    """A directory with only kraftsim-shaped event logs (no run.json, no history): checked without
+    Spark (checkers/events_only.py). Rejections of one leader and error are one counted step; an
+    ISR change between two runs of them splits them; a second active controller of a higher epoch
+    is a failover; a partition with more events than a story tells says how many it left out."""
+    from checkers.stories import EVENT_STORY, MAX_EVENT_STEPS
+    b = HistoryBuilder()
+    b.event("controller-0", 0.5, "controller_elected", node=0, epoch=3, leader=0, voters=[0, 1, 2])
+    b.event("controller-0", 1.0, "leader_elected", topic="t", partition=0, leader=1, leader_epoch=0,
+            partition_epoch=0, isr=[1, 2, 3], reason="initial")
+    for i in range(4):
+        b.event("controller-0", 2.0 + 0.5 * i, "alter_partition", topic="t", partition=0, leader=1, new_isr=[1, 2, 3],
+                partition_epoch=0, accepted=False, error="INELIGIBLE_REPLICA")
+    b.event("controller-0", 4.1, "controller_resigned", node=0, epoch=3, leader=0, reason="shutdown")
+    b.event("controller-1", 4.3, "controller_elected", node=1, epoch=4, leader=1, voters=[0, 1, 2])
+    b.event("controller-0", 4.5, "isr_changed", topic="t", partition=0, leader=1, leader_epoch=0, partition_epoch=1,
+            isr=[1, 2], reason="alter_partition")
+    for i in range(3):
+        b.event("controller-0", 5.0 + 0.5 * i, "alter_partition", topic="t", partition=0, leader=1, new_isr=[1, 2, 3],
+                partition_epoch=1, accepted=False, error="INELIGIBLE_REPLICA")
+    for i in range(MAX_EVENT_STEPS + 3):     # u@0: more ISR changes than a story tells
+        b.event("controller-1", 10.0 + i, "isr_changed", topic="u", partition=0, leader=2, leader_epoch=0,
+                partition_epoch=i + 1, isr=[2] if i % 2 else [2, 3], reason="alter_partition")
+    d = tmp_path / "logs"
+    for host, evs in b.events.items():
+        (d / "cluster-logs" / host).mkdir(parents=True)
+        (d / "cluster-logs" / host / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evs))
+    v = check_run(d)
+    assert v["mode"] == "events-only" and v["outcome"] == "inconclusive" and v["stories"] == []
+    by = {(s["topic"], s["partition"]): s for s in v["event_stories"]}
+    assert all(s["kind"] == EVENT_STORY for s in by.values())
+    t0 = by[("t", 0)]
+    assert t0["counts"]["alter_partition_rejected"] == 7 and t0["counts"]["rejected_by_error"] == {"INELIGIBLE_REPLICA": 7}
+    rej = [x for x in t0["steps"] if x["kind"] == "alter_partition"]
+    assert [x["count"] for x in rej] == [4, 3], rej
+    assert rej[0]["event"] == {"source": "cluster-logs/controller-0/events.jsonl", "line": 3}
+    assert t0["counts"]["controller_failovers"] == 1 and "t@0: 7 AlterPartition rejections" in t0["label"]
+    u0 = by[("u", 0)]
+    assert u0["counts"]["isr_changes"] == MAX_EVENT_STEPS + 3 and len(u0["steps"]) == MAX_EVENT_STEPS
+    # its 15 ISR changes and the controller's resign and failover 30 s before them: 17 steps, 12 told
+    assert u0["sentences"][-1] == "5 more events of u@0 are in the tables below."
+    assert sum(x["kind"] == "controller" for x in u0["steps"]) == 2    # the gravest kept: a failover outranks an ISR change
+    cluster = by[(None, None)]
+    assert cluster["counts"]["controller_failovers"] == 1 and cluster["counts"]["controller_renounces"] == 1
+    assert any("controller 1 became the active controller (epoch 4): a controller failover" in x
+               for x in cluster["sentences"]), cluster["sentences"]

@@ -180,3 +180,47 @@ def test_a_loss_that_does_not_reproduce_ends_not_reproducible(env, lossy_run: Pa
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 1, r.stdout + r.stderr
     assert len(lines) == 1 and "not reproducible in 1 replays" in lines[0], r.stderr
+
+
+def test_a_replay_whose_faults_fail_is_inconclusive_not_not_reproducible(tmp_path: Path) -> None:
+    """The recorded schedule's one step is a reboot whose log dir does not exist on the replay's
+    cluster (the source run is hand-written: a loss by last_replica_standing after that reboot).
+    Its real replay (`faultline run --no-check --wait` on the embedded cluster) heals the failed
+    reboot and goes on; the replay applied none of the candidate's steps, so it did not test the
+    schedule: the shrink ends inconclusive (exit code 4), not "not reproducible" (1)."""
+    from checkers.outcome import EXIT_INCONCLUSIVE
+    from harness.shrink.shrinker import Shrinker, ShrinkOptions
+
+    src = tmp_path / "src"
+    src.mkdir()
+    camp = {"name": "failing-replay", "target": {"inventory": str(REPO / "inventory" / "local.yaml")},
+            "topic": {"name": "faultline", "partitions": 1, "replication_factor": 3, "min_insync_replicas": 2},
+            "workload": {"producers": 1, "consumers": 0, "rate": 50, "duration": 8, "drain_timeout": 10,
+                         "recovery_timeout": 20},
+            "nemesis": {"schedule": "random", "random": {"faults": ["reboot"]}}, "expect": "no-loss"}
+    (src / "campaign.yaml").write_text(yaml.safe_dump(camp))
+    (src / "run.json").write_text(json.dumps({"run_id": "src", "seed": 9}))
+    tl = [{"v": 1, "t": 1.0, "kind": "phase", "phase": "nemesis", "detail": {}},
+          {"v": 1, "t": 3.0, "kind": "nemesis", "phase": "start", "id": "f-1", "fault": "reboot",
+           "targets": ["broker-2"], "detail": {"log_dirs": ["/nonexistent"], "seed": 4}},
+          {"v": 1, "t": 4.0, "kind": "nemesis", "phase": "stop", "id": "f-1", "fault": "reboot",
+           "targets": ["broker-2"], "detail": {"started": []}}]
+    (src / "timeline.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tl))
+    (src / "verdict.json").write_text(json.dumps({"counts": {"lost_write": 5}, "acked_writes": 100,
+                                                  "mechanisms": {"last_replica_standing": 5}}))
+    state = tmp_path / "state"
+    os.environ["FAULTLINE_STATE_DIR"] = str(state)
+    try:
+        res = Shrinker(src, ShrinkOptions(replays=1, run_timeout=300)).run()
+    finally:
+        os.environ.pop("FAULTLINE_STATE_DIR", None)
+        force_cleanup(src / "shrink", state)
+    assert res.code == EXIT_INCONCLUSIVE, res.message
+    assert res.message.startswith("inconclusive: the original 1-step schedule lost no writes by last_replica_standing")
+    assert "1 of 1 fault failed to start: reboot[broker-2]" in res.message and "/nonexistent" in res.message
+    rows = [json.loads(ln) for ln in (src / "shrink" / "shrink.json").read_text().splitlines()]
+    (rep,) = [r for r in rows if r["type"] == "replay"]
+    (cand,) = [r for r in rows if r["type"] == "candidate"]
+    assert rep["rc"] == 0 and rep["outcome"] == "inconclusive" and cand["outcome"] == "inconclusive"
+    replay = Path(rep["run_dir"])
+    assert json.loads((replay / "run.json").read_text())["faults"]["failed"] == 1

@@ -60,6 +60,21 @@ def test_extract_steps_roles_timing_params(tmp_path: Path) -> None:
     assert steps[0].hosts == ("broker-1",) and steps[0].source_id == "f-a"
 
 
+def test_a_fault_whose_start_failed_is_not_a_step(tmp_path: Path) -> None:
+    """A fault whose start raised (healed at once: its start, stop and failed records) did not
+    apply as meant: the run's loss is not its, and a replay of it would fail again."""
+    _write_run(tmp_path)
+    with (tmp_path / "timeline.jsonl").open("a") as fh:
+        for r in ({"t": 20.0, "kind": "nemesis", "phase": "start", "id": "f-d", "fault": "reboot", "targets": ["broker-1"],
+                   "detail": {"log_dirs": ["/nonexistent"]}},
+                  {"t": 20.2, "kind": "nemesis", "phase": "stop", "id": "f-d", "fault": "reboot", "targets": ["broker-1"],
+                   "detail": {"started": ["broker-1"]}},
+                  {"t": 20.2, "kind": "nemesis", "phase": "failed", "id": "f-d", "fault": "reboot", "targets": ["broker-1"],
+                   "detail": {"reason": "log dir /nonexistent does not exist", "undone": {"started": ["broker-1"]}}}):
+            fh.write(json.dumps(r) + "\n")
+    assert [s.source_id for s in extract_steps(tmp_path)] == ["f-a", "f-b", "f-c"]
+
+
 def test_follower_role_only_when_unambiguous(tmp_path: Path) -> None:
     from harness.shrink.schedule import role_selector
     assert role_selector("broker-2", {"leader": 1, "isr": [1, 2]}, 0, {}) == "follower-of:0"
@@ -74,17 +89,20 @@ def test_step_script_is_valid_campaign_language(tmp_path: Path) -> None:
     steps = extract_steps(tmp_path)
     script = to_step_script(steps)
     assert script[0] == {"wait": 2.0}
-    assert script[1] == {"start": "kill", "target": "leader-of:0", "as": "f1", "duration": 3.0}
+    assert script[1] == {"start": "kill", "target": "leader-of:0", "as": "f1", "on-failure": "continue", "duration": 3.0}
     assert script[2] == {"wait": 5.5}
     sched = parse_schedule(Validator(tmp_path / "c.yaml"), {"schedule": "targeted", "steps": script}, "nemesis",
                            partitions=1, host_names=None, embedded_brokers=3)
     assert [s.kind for s in sched.steps] == ["wait", "start", "wait", "start", "wait", "start"]
+    # a replay goes on past a fault that failed; min_applied (every step) makes it inconclusive
+    assert {s.on_failure for s in sched.steps if s.kind == "start"} == {"continue"}
     src = SourceRun(run_dir=tmp_path, run={"seed": 3},
                     campaign={"name": "x", "target": {"inventory": str(REPO / "inventory/local.yaml")},
                               "workload": {"duration": 60}, "nemesis": {"schedule": "random", "settings": {"a": 1}}})
     doc = candidate_campaign(src, steps[:1], tail=5)
     assert doc["workload"]["duration"] == 10.0 and doc["expect"] == "loss"   # last heal at 5.0 + tail
     assert doc["nemesis"]["settings"] == {"a": 1} and doc["nemesis"]["schedule"] == "targeted"
+    assert doc["nemesis"]["min_applied"] == 1
 
 
 def _steps(n: int) -> list[FaultStep]:
@@ -205,11 +223,11 @@ def test_overlapping_faults_replay_as_overlapping(tmp_path: Path) -> None:
     script = to_step_script(steps)
     # A and C have another start or heal inside them: started as a name, healed by a stop step
     # at its place; B and D have nothing inside and heal themselves after their duration
-    assert script == [{"wait": 2.0}, {"start": "kill", "target": "broker-1", "as": "f1"},
-                      {"wait": 2.0}, {"start": "pause", "target": "broker-2", "as": "f2", "duration": 3.0},
-                      {"wait": 4.0}, {"start": "reboot", "target": "broker-3", "as": "f3"},
+    assert script == [{"wait": 2.0}, {"start": "kill", "target": "broker-1", "as": "f1", "on-failure": "continue"},
+                      {"wait": 2.0}, {"start": "pause", "target": "broker-2", "as": "f2", "on-failure": "continue", "duration": 3.0},
+                      {"wait": 4.0}, {"start": "reboot", "target": "broker-3", "as": "f3", "on-failure": "continue"},
                       {"wait": 2.0}, {"stop": "f1"}, {"wait": 2.0}, {"stop": "f3"},
-                      {"wait": 2.0}, {"start": "kill", "target": "broker-2", "as": "f4", "duration": 1.0}]
+                      {"wait": 2.0}, {"start": "kill", "target": "broker-2", "as": "f4", "on-failure": "continue", "duration": 1.0}]
     assert _play(script) == _order(steps)
     sched = parse_schedule(Validator(tmp_path / "c.yaml"), {"schedule": "targeted", "steps": script}, "nemesis",
                            partitions=1, host_names=None, embedded_brokers=3)

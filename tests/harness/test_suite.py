@@ -46,6 +46,10 @@ BAD = [
      "  - {campaign: ../../campaigns/kill-restart.yaml, expect: loss}\n", "cells[1].name", "already defined"),
     ("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss, set: [expect=loss]}\n",
      "cells[0].set", "cell's own key"),
+    ("retention: {keep_last: 0}\ncells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n",
+     "retention.keep_last", ">= 1"),
+    ("retention: {keep: 3}\ncells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n",
+     "retention.keep", "unknown key"),
 ]
 
 
@@ -86,6 +90,19 @@ def test_bad_suite_file_through_the_console_script(tmp_path: Path) -> None:
     p = _faultline(["suite", str(f), "--results-dir", str(tmp_path / "res")])
     assert p.returncode == 2, p.stderr
     _one_line(p.stderr, f, field, want)
+
+
+def test_retention_keep_last_is_read_and_kept_for_resume(tmp_path: Path) -> None:
+    """``retention: {keep_last: N}`` beside ``--keep-last`` (which wins); it survives suite.json,
+    so a resumed suite prunes as the first would have."""
+    from harness.suite.spec import SuiteSpec, load_suite
+    f = _bad_file(tmp_path, "retention: {keep_last: 4}\ncells:\n  - {campaign: ../../campaigns/kill-restart.yaml, "
+                            "expect: no-loss}\n")
+    spec = load_suite(f, validate_campaigns=False)
+    assert spec.keep_last == 4
+    assert SuiteSpec.from_json(json.loads(json.dumps(spec.to_json()))).keep_last == 4
+    f.write_text("cells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n")
+    assert load_suite(f, validate_campaigns=False).keep_last is None
 
 
 def test_not_a_suite_dir_for_resume_is_exit_2(tmp_path: Path) -> None:

@@ -134,3 +134,32 @@ def test_delay_without_netem_says_so_in_one_line_and_leaves_nothing(lab):
     assert [e["op"] for e in ledger] == ["apply", "healed"]
     tl = [json.loads(l) for l in (tmp / "delay" / "timeline.jsonl").read_text().splitlines()]
     assert "netem" in tl[-1]["detail"]["error"]
+
+
+def test_a_rate_that_fails_on_its_second_host_removes_the_first_hosts_qdisc(lab):
+    """A rate on h1 and h2 where h2's interface already has someone else's root qdisc: h1 gets
+    its tbf, h2 refuses. Through the schedule's door (ActiveFaults) the start fails, and the
+    heal removes h1's qdisc - it was ledgered as it was added - and leaves h2's own alone.
+    Before, the qdiscs were recorded only once all were added, and h1's stayed."""
+    from nemeses.active import ActiveFaults, FaultFailed
+    from nemeses.catalog import load_nemeses
+    load_nemeses()
+    (h1, h2), tmp = lab
+    devs = {n.name: [ln.split()[1] for ln in n.transport.run("ip -o -4 addr show", sudo=True).stdout.splitlines()
+                     if n.address in ln][0] for n in (h1, h2)}
+    h2.transport.run(["tc", "qdisc", "add", "dev", devs["h2"], "root", "handle", "1:", "tbf", "rate", "100mbit",
+                      "burst", "32kbit", "latency", "400ms"], sudo=True, check=True)
+    try:
+        faults = ActiveFaults(make_ctx(tmp / "partial", [h1, h2]))
+        with pytest.raises(FaultFailed) as e:
+            faults.start("link", ["h1", "h2"], {"kind": "rate", "rate": "8mbit"})
+        assert "h2" in e.value.reason and "already has a root qdisc" in e.value.reason
+        assert "fa17:" not in root_qdisc(h1.transport, devs["h1"]), "h1's tbf was left behind"
+        assert "tbf 1:" in root_qdisc(h2.transport, devs["h2"])
+        tl = [json.loads(ln) for ln in (tmp / "partial" / "timeline.jsonl").read_text().splitlines()]
+        assert [r["phase"] for r in tl if r["kind"] == "nemesis"] == ["start", "stop", "failed"]
+        ledger = [json.loads(ln) for ln in (tmp / "partial" / "ledger.jsonl").read_text().splitlines()]
+        assert ledger[-1]["op"] == "healed" and any(r.get("record", {}).get("undo", {}).get("devs") == {"h1": devs["h1"]}
+                                                    for r in ledger)
+    finally:
+        h2.transport.run(["tc", "qdisc", "del", "dev", devs["h2"], "root"], sudo=True)

@@ -46,3 +46,30 @@ def test_two_overlapping_kills_are_drawn_on_two_rows_of_the_kill_lane(tmp_path: 
     svg = html[a:html.index("</svg>", a)]
     assert "kill (2)" in svg
     assert "pause (2)" not in svg    # the pauses never overlap: one row
+
+
+def test_a_fault_that_failed_to_start_is_drawn_hatched_with_its_reason(tmp_path: Path) -> None:
+    """A fault whose start raised (healed at once: its start, stop and failed records) is not an
+    applied fault: its box is hatched red with the reason on hover, the faults table says
+    FAILED TO START with the reason, and the banner lists the verdict's failed faults."""
+    run = make_loss_run(tmp_path)
+    why = "truncate-unflushed: log dir /nonexistent does not exist"
+    rows = _fault("f-bad", "reboot", "broker-3", 30.0, 30.4) + [
+        {"v": 1, "t": 30.4, "kind": "nemesis", "phase": "failed", "id": "f-bad", "fault": "reboot",
+         "targets": ["broker-3"], "detail": {"reason": why, "undone": {"started": ["broker-3"]}}}]
+    with (run / "timeline.jsonl").open("a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    v = json.loads((run / "verdict.json").read_text())
+    v["faults"] = {"applied": 1, "failed": 1, "min_applied": 1,
+                   "failed_list": [{"fault": "reboot", "targets": ["broker-3"], "reason": why}]}
+    (run / "verdict.json").write_text(json.dumps(v))
+    html = write_report(run).read_text(encoding="utf-8")
+    a = html.index("<svg", html.index('<h2 id="timeline">'))
+    svg = html[a:html.index("</svg>", a)]
+    assert f'<g id="failed-fault-0"><title>reboot[broker-3] failed to start: {why}</title>' in svg
+    assert svg.count("<title>") == 1 and "failed to start (healed)" in svg      # only the failed one; legend
+    faults = html[html.index('id="faults"'):]
+    faults = faults[:faults.index("</table>")]
+    assert f"FAILED TO START: {why}" in faults and faults.count("FAILED TO START") == 1
+    banner = html[html.index('id="faults-applied"'):]
+    assert banner.startswith('id="faults-applied">1 applied') and f"reboot[broker-3]: {why}" in banner[:1500]
