@@ -112,6 +112,26 @@ def test_required_and_forbidden_anomalies() -> None:
                                  counts={"lost_write": 3, "controller_split_brain": 1})).outcome == UNEXPECTED
 
 
+def test_a_required_invalidating_anomaly_is_expected_not_unexpected() -> None:
+    """The vulnerable side of a storage bug: the reader saw never-committed records (an
+    uncommitted_read and the inconsistent_offset it explains, both invalidating). Requiring them
+    makes the history's invalidity the expectation; any other invalidating anomaly still fails."""
+    def ev(**counts: int) -> Evidence:
+        bad = [a for a, n in counts.items() if n]
+        return Evidence(lost=0, acked=1000, valid=not bad, invalid_because=bad, counts={"lost_write": 0, **counts})
+    need = Expectation("no-loss", require_anomalies=("uncommitted_read", "inconsistent_offset"))
+    o = decide(need, ev(uncommitted_read=163, inconsistent_offset=163))
+    assert o.outcome == AS_EXPECTED and [(c.kind, c.ok) for c in o.checks] == [
+        ("loss", True), ("validity", True), ("anomalies", True), ("anomalies", True)]
+    o = decide(need, ev(uncommitted_read=1, inconsistent_offset=1, offset_mismatch=2))
+    assert o.outcome == UNEXPECTED and "UNEXPECTED ANOMALIES: offset_mismatch=2" in o.reason
+    # the fixed side: the same counts under forbid are unexpected twice over
+    o = decide(Expectation("no-loss", forbid_anomalies=("uncommitted_read",)), ev(uncommitted_read=1,
+                                                                                 inconsistent_offset=1))
+    assert o.outcome == UNEXPECTED and "FORBIDDEN ANOMALY SHOWN: uncommitted_read=1" in o.reason
+    assert "UNEXPECTED ANOMALIES: uncommitted_read=1, inconsistent_offset=1" in o.reason
+
+
 @pytest.mark.parametrize("run, field", [({"expect": "lossy"}, "'expect'"), ({"allowed_by": 3}, "'allowed_by'"),
                                         ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'"),
                                         ({"require_anomalies": "isr_change_stuck"}, "'require_anomalies'"),
