@@ -32,7 +32,8 @@ from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns, verdict_outcome
 
 #: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
-INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck"}
+INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck",
+                 "log_not_recovered", "log_dir_offline"}
 
 TOP_N = 200           # rows per evidence table shown inline
 EVENT_TOP_N = 300     # rows per event table shown inline
