@@ -57,7 +57,8 @@ class BrokerServer:
                                on_event=lambda name, f: self.ev.emit(name, **f),
                                flush_interval_messages=cfg["log.flush.interval.messages"],
                                segment_bytes=int(cfg["log.segment.bytes"]),
-                               clean_shutdown_marker_needs_load=cfg.features.clean_shutdown_marker_needs_load)
+                               clean_shutdown_marker_needs_load=cfg.features.clean_shutdown_marker_needs_load,
+                               epoch_checkpoint_sync_on_truncation=not cfg.features.epoch_checkpoint_truncation_unsynced)
         mdir = Path(cfg["metadata.log.dir"]) if cfg["metadata.log.dir"] else Path(cfg["log.dirs"][0]) / "kraftsim-metadata"
         self.stopping = False
         self.wake = asyncio.Event()

@@ -58,6 +58,7 @@ class PartitionLog:
         segment_bytes: int,
         flush_interval_messages: int | None,
         on_event: EventSink | None,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> None:
         self.dir = Path(directory)
         self.topic = topic
@@ -78,7 +79,8 @@ class PartitionLog:
         self._recovery_point = 0
         self._dir_dirty = False
         self._closed = False
-        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset)
+        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset,
+                                            sync_truncation=epoch_checkpoint_sync_on_truncation)
 
     # ------------------------------------------------------------------ opening and recovery
 
@@ -95,11 +97,13 @@ class PartitionLog:
         flush_interval_messages: int | None = None,
         on_event: EventSink | None = None,
         log_start_offset: int | None = None,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> "PartitionLog":
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, topic, partition, segment_bytes=segment_bytes,
-                  flush_interval_messages=flush_interval_messages, on_event=on_event)
+                  flush_interval_messages=flush_interval_messages, on_event=on_event,
+                  epoch_checkpoint_sync_on_truncation=epoch_checkpoint_sync_on_truncation)
         log._load(recovery_point, clean, log_start_offset or 0)
         return log
 

@@ -54,6 +54,7 @@ class LogManager:
         flush_interval_messages: int | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         clean_shutdown_marker_needs_load: bool = True,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         if not self.log_dirs:
@@ -74,6 +75,8 @@ class LogManager:
         #: features gate clean_shutdown_marker_needs_load (kafka.version >= 3.5.2): shutdown marks
         #: only a dir that had the marker or whose logs all loaded (LogManager.shutdown)
         self.clean_shutdown_marker_needs_load = clean_shutdown_marker_needs_load
+        #: features gate epoch_checkpoint_truncation_unsynced (on: False), for every log's epoch cache
+        self.epoch_checkpoint_sync_on_truncation = epoch_checkpoint_sync_on_truncation
         #: LogManager.hadCleanShutdownFlags / loadLogsCompletedFlags, per dir, set by :meth:`load`
         self._had_clean: dict[Path, bool] = {}
         self._load_completed: set[Path] = set()
@@ -155,6 +158,7 @@ class LogManager:
                             child, key[0], key[1], recovery_point=rps.get(key, 0), clean=clean,
                             segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
                             on_event=self.on_event, log_start_offset=starts.get(key),
+                            epoch_checkpoint_sync_on_truncation=self.epoch_checkpoint_sync_on_truncation,
                         )
                     except CheckpointError as e:
                         raise StorageConfigError(str(e)) from None
@@ -200,7 +204,7 @@ class LogManager:
             log = PartitionLog.open(
                 d / f"{topic}-{partition}", topic, partition, recovery_point=0, clean=True,
                 segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
-                on_event=self.on_event,
+                on_event=self.on_event, epoch_checkpoint_sync_on_truncation=self.epoch_checkpoint_sync_on_truncation,
             )
             log.producer_state()  # empty: built at once, then kept up to date by every append
             self._register(key, d, log)
