@@ -269,6 +269,11 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
         require = c.str_list(m["require_errors"], f"{p}.require_errors", min_len=1) if m.get("require_errors") is not None else []
         anomalies = {k: c.str_list(m[k], f"{p}.{k}", min_len=1) if m.get(k) is not None else []
                      for k in ("require_anomalies", "forbid_anomalies")}
+        # a cell that states anomalies states both lists: the campaign's own (a fixed side's
+        # forbid_anomalies) must not stay beside the cell's require_anomalies of the same bug
+        stated = any(anomalies.values())
+        anomaly_overrides = [f"{k}=[{', '.join(v)}]" if v else f"{k}=null" for k, v in anomalies.items()
+                             if v or stated]
         for seed in seeds:
             for inv in invs:
                 tags = []
@@ -288,7 +293,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
                         ([f"target.inventory={inv}"] if inv else []) + [f"expect={expect}"] + \
                         ([f"allowed_by={allowed_by}"] if allowed_by else []) + \
                         ([f"require_errors=[{', '.join(require)}]"] if require else []) + \
-                        [f"{k}=[{', '.join(v)}]" for k, v in anomalies.items() if v]
+                        anomaly_overrides
                     if validate_campaigns:
                         _validate_cell(c, p, camp, ov, seed)
                     cells.append(Cell(id=cid, campaign=str(camp), overrides=ov, expect=expect, seed=seed,
