@@ -65,6 +65,15 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "isr_change_stuck": [("topic", STR), ("partition", INT), ("leader", INT), ("leader_epoch", INT), ("isr", STR),
                          ("proposed_isr", STR), ("from_t", DOUBLE), ("to_t", DOUBLE), ("seconds", DOUBLE),
                          ("ended_by", STR), ("answers", STR)],
+    # run-level effects of known storage bugs (checkers/effects.py): the brokers' events, the
+    # timeline, and for uncommitted_read the inconsistent_offset rows the partitions gave
+    "uncommitted_read": [("topic", STR), ("partition", INT), ("offset", LONG), ("broker", INT), ("t", DOUBLE),
+                         ("to_offset", LONG), ("high_watermark", LONG), ("values", STR), ("observed_by", STR),
+                         ("text", STR), ("source", STR), ("line", LONG)],
+    "log_not_recovered": [("host", STR), ("broker", INT), ("log_dir", STR), ("t", DOUBLE), ("t_cut", DOUBLE),
+                          ("text", STR), ("source", STR), ("line", LONG)],
+    "log_dir_offline": [("host", STR), ("broker", INT), ("log_dir", STR), ("t", DOUBLE), ("error", STR),
+                        ("text", STR), ("source", STR), ("line", LONG)],
 }
 
 #: report aggregates (common.md contract for throughput)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from checkers import divergence, failed, invariants, isr_changes, lost, polls, quorum, realtime, sends
+from checkers import divergence, effects, failed, invariants, isr_changes, lost, polls, quorum, realtime, sends
 from checkers.invariants import IsrTimeline
 from checkers.lost import Foreign
 from checkers.partition import Partition
@@ -46,7 +46,9 @@ class Inputs(Protocol):
 
 class RunView(Protocol):
     """What a run-level family reads: the cluster's (and proxy's) events on the run clock, with
-    their host, and the timeline (checkers/load.py ``RunInputs``)."""
+    their host, and the timeline (checkers/load.py ``RunInputs``). A view may also carry
+    ``inconsistent_offsets``, the partitions' ``inconsistent_offset`` rows (checkers/job.py asks
+    the run-level families after the partitions); one without them has none."""
     events: list[dict[str, Any]]
     timeline: list[dict[str, Any]]
 
@@ -121,6 +123,21 @@ def _isr_change_stuck(_: Any, view: RunView) -> Findings:
     return {isr_changes.ANOMALY: (_columns(rows), len(rows))}
 
 
+def _uncommitted_read(_: Any, view: RunView) -> Findings:
+    rows = effects.uncommitted_reads(list(getattr(view, "inconsistent_offsets", None) or []), view.events)
+    return {effects.UNCOMMITTED_READ: (_columns(rows), len(rows))}
+
+
+def _log_not_recovered(_: Any, view: RunView) -> Findings:
+    rows = effects.logs_not_recovered(view.events, view.timeline)
+    return {effects.LOG_NOT_RECOVERED: (_columns(rows), len(rows))}
+
+
+def _log_dir_offline(_: Any, view: RunView) -> Findings:
+    rows = effects.logs_offline(view.events)
+    return {effects.LOG_DIR_OFFLINE: (_columns(rows), len(rows))}
+
+
 #: every anomaly family the checker runs, once; each anomaly of evidence.SCHEMAS is filled by
 #: exactly one of them (tests/checkers/test_families.py holds this)
 FAMILIES: tuple[Family, ...] = (
@@ -135,6 +152,9 @@ FAMILIES: tuple[Family, ...] = (
            partitioned=False),
     Family("controller_quorum", ("controller_split_brain",), _controller_split_brain, run_level=True),
     Family("isr_changes", ("isr_change_stuck",), _isr_change_stuck, run_level=True),
+    Family("uncommitted_read", ("uncommitted_read",), _uncommitted_read, run_level=True),
+    Family("log_not_recovered", ("log_not_recovered",), _log_not_recovered, run_level=True),
+    Family("log_dir_offline", ("log_dir_offline",), _log_dir_offline, run_level=True),
 )
 
 

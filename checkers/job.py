@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,29 @@ def family_failures(results: list[kernel.PartResult], families: tuple[Family, ..
     return [dict(e, partitions=sorted(e["partitions"])) for _, e in sorted(out.items(), key=lambda kv: order[kv[0]])]
 
 
+@dataclass(frozen=True)
+class RunLevelView:
+    """What the run-level families read (checkers/families.py ``RunView``)."""
+    events: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+    inconsistent_offsets: list[dict[str, Any]]
+
+
+def _partition_rows(results: list[Any], name: str) -> list[dict[str, Any]]:
+    """Every row of one anomaly over the partitions: kept in memory up to the cap, else read back
+    from the task's evidence file (a driver-side read of one small table: never the history)."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if not r.counts.get(name):
+            continue
+        if name in r.rows:
+            out += r.rows[name]
+        elif name in r.files:
+            import pyarrow.parquet as pq
+            out += pq.read_table(r.files[name]).to_pylist()
+    return out
+
+
 def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...] = FAMILIES) -> Analysis:
     """Run the partition kernel over every topic-partition, then merge and attribute.
 
@@ -147,7 +171,9 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
     counts = {n: sum(r.counts.get(n, 0) for r in results) for n in ANOMALIES}
     counts["duplicate"] += len(extra_dups)
     # run-level families (two active controllers, a stuck ISR change): the cluster's events, once
-    run_found, run_failures = run_level(inputs, families)
+    # after the partitions: uncommitted_read explains their inconsistent_offset rows
+    view = RunLevelView(inputs.events, inputs.timeline, _partition_rows(results, "inconsistent_offset"))
+    run_found, run_failures = run_level(view, families)
     run_rows: dict[str, list[dict[str, Any]]] = {}
     for name, (cols, n) in run_found.items():
         counts[name] += int(n)

@@ -52,6 +52,8 @@ EVENT_FIELDS = {
     "last_committed_offset": "int",
     # fatal_fault (kraftsim's raft thread, docs/kraftsim-raft.md; checkers/halts.py)
     "halted": "bool", "component": "str", "fault": "str",
+    # truncation below the HWM and log dir loads (checkers/effects.py)
+    "high_watermark": "int", "log_dir": "str",
 }
 
 #: one row of a small log: every field of its FIELDS map, coerced or None

@@ -10,7 +10,8 @@ ended with one of these Kafka errors: proof the campaign reached the state it te
 ``require_anomalies`` / ``forbid_anomalies`` (the checker counted at least one / none of these
 anomalies: how a campaign says what a bug that loses no write does instead - two active
 controllers at once, an ISR change stuck - on its vulnerable side, and that it does not on its
-fixed side). It travels in run.json (``expect``, ``allowed_by``, ``require_errors``,
+fixed side; a required anomaly that breaks a Kafka promise, such as an uncommitted read, makes
+an invalid history the expectation). It travels in run.json (``expect``, ``allowed_by``, ``require_errors``,
 ``require_anomalies``, ``forbid_anomalies``) from the campaign to the checker.
 
 **The outcome** (:func:`decide`) is decided here and only here, from the checker's evidence
@@ -281,7 +282,18 @@ def _loss_check(exp: Expectation, ev: Evidence) -> tuple[Check, list[str]]:
 def _checks(exp: Expectation, ev: Evidence) -> tuple[list[Check], list[str]]:
     loss, allowed = _loss_check(exp, ev)
     checks = [loss]
-    if exp.expect == NO_LOSS:   # no-loss also promises a valid history
+    required_invalid = [a for a in exp.require_anomalies if a in ev.invalid_because]
+    if exp.expect == NO_LOSS and required_invalid:
+        # the vulnerable side of a bug whose effect breaks a Kafka promise without losing a write
+        # (a reader shown never-committed records): it expects an invalid history, and what the
+        # required anomaly brings along (the same records read at two offsets, a reader's reset)
+        # is its consequence, not a surprise; the fixed side forbids it and keeps the validity check
+        others = [a for a in ev.invalid_because if a != "lost_write" and a not in exp.require_anomalies]
+        checks.append(Check("history invalid as required", "validity", True,
+                            "invalid by " + ", ".join(f"{a}={ev.counts.get(a, '?')}" for a in required_invalid)
+                            + (" (with " + ", ".join(f"{a}={ev.counts.get(a, '?')}" for a in others) + ")"
+                               if others else "")))
+    elif exp.expect == NO_LOSS:   # no-loss also promises a valid history
         others = [a for a in ev.invalid_because if a != "lost_write"] or \
             (["(the checker gave no reason)"] if not ev.valid and not ev.invalid_because else [])
         name = "history valid: no other anomaly breaks a Kafka promise"

@@ -35,7 +35,10 @@ from workloads.history import send_errors
 INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed",
                  # the cluster's metadata and availability, not the history (docs/anomalies.md):
                  # a campaign requires or forbids them (require_anomalies, forbid_anomalies)
-                 "controller_split_brain", "isr_change_stuck")
+                 "controller_split_brain", "isr_change_stuck",
+                 # a broker's own storage (checkers/effects.py): what it did to its log dirs, not a
+                 # promise the history tests
+                 "log_not_recovered", "log_dir_offline")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
 

@@ -241,6 +241,7 @@ class Runner:
 
     def start_workloads(self) -> None:
         from workloads.consumer import ConsumerWorkload
+        from workloads.epochless_reader import EpochlessReaderWorkload
         from workloads.observer import Observer
         from workloads.producer import ProducerWorkload
 
@@ -264,6 +265,12 @@ class Runner:
             self.clients.append(cw)
             cw.start()
             self._register_client(cw.process, cw.pid)
+        for i in range(c.workload.epochless_readers):
+            rw = EpochlessReaderWorkload(f"reader-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
+                                         self.clock.now, fetch_wait_ms=c.workload.reader_fetch_wait_ms)
+            self.clients.append(rw)
+            rw.start()
+            self._register_client(rw.process, rw.pid)
 
     def refresh_status(self) -> None:
         acked = failed = info = read = 0

@@ -257,6 +257,37 @@ GATES: tuple[Gate, ...] = (
          "thread\") - KAFKA-14644 c81795692fd (3.4.1) / 598ba5f2fd5 (3.5.0); before, ShutdownableThread "
          "logged \"Error due to\" and the raft thread died with the process still up",
          software=Range(since=(3, 4, 1))),
+    # -- storage and replication bugs (campaigns/bugs/): each gate is the fixed behaviour's
+    # -- release range, or the buggy one's where the fix restored older behaviour
+    Gate("fetcher_truncates_before_hwm",
+         "AbstractFetcherThread.processFetchRequest: a partition with a diverging epoch is truncated "
+         "before any of its data or the leader's high watermark is processed", "software",
+         "core/src/main/scala/kafka/server/AbstractFetcherThread.scala processFetchRequest: 3.4.0 calls "
+         "processPartitionData (ReplicaFetcherThread: log.maybeUpdateHighWatermark) and only then reads "
+         "FetchResponse.divergingEpoch, truncating after the whole response (truncateOnFetchResponse); from "
+         "KAFKA-14704 a diverging partition skips processPartitionData - bd32d98bd7c (trunk, first 3.5.0), "
+         "649d5497442 (3.4, first 3.4.1); the 2.8-3.3 backports (852e7c65992 ... b8e01e24060) were never "
+         "released, so 2.8.0 (truncation on fetch, KAFKA-10554 7ecc3a579a4) to 3.4.0 have the old order",
+         software=Range(since=(3, 4, 1))),
+    Gate("clean_shutdown_marker_needs_load",
+         "LogManager.shutdown writes .kafka_cleanshutdown only into a log dir that was clean or completely "
+         "loaded (hadCleanShutdownFlags, loadLogsCompletedFlags)", "software",
+         "core/src/main/scala/kafka/log/LogManager.scala shutdown / loadLogs - KAFKA-15375 703e1d9faaf (trunk, "
+         "first 3.7.0), daea0fdff09 (3.6, first 3.6.0), c252e930fb7 (3.5, first 3.5.2); the 3.4 and 3.3 "
+         "backports (6624d070348, 8544dba721c) were never released: 3.0.0-3.5.1 write the marker into every "
+         "live dir, also when a failed start-up shuts down before LogManager.startup loaded it",
+         software=Range(since=(3, 5, 2))),
+    Gate("epoch_checkpoint_truncation_unsynced",
+         "LeaderEpochFileCache.truncateFromEnd / truncateFromStart write leader-epoch-checkpoint without fsync "
+         "(writeToFile(false); CheckpointFile.write(entries, sync = false) renames without a directory fsync)",
+         "software",
+         "storage/src/main/java/org/apache/kafka/storage/internals/epoch/LeaderEpochFileCache.java "
+         "truncateFromEnd, truncateFromStart; server-common/.../server/common/CheckpointFile.java write - "
+         "introduced by KAFKA-15046 d71d0639d9d (first 3.7.0), fixed by KAFKA-16541 7c30eed66c4 (3.8, first "
+         "3.8.0) / 3835515feaf (trunk, 3.9.0): every write fsyncs, truncations flush asynchronously "
+         "(truncateFromEndAsyncFlush -> scheduleOnce writeToFileForTruncation); no 3.7 backport up to the "
+         "branch head 7fdfeb120f7 (3.7.2-SNAPSHOT)",
+         software=Range(since=(3, 7, 0), before=(3, 8, 0))),
 )
 
 GATES_BY_NAME: dict[str, Gate] = {g.name: g for g in GATES}

@@ -32,7 +32,8 @@ from harness.report.index import write_index
 from harness.report.inputs import ANOMALY_ORDER, RunData, load_run, read_evidence, read_evidence_columns, verdict_outcome
 
 #: anomalies the checker counts but which do not make a history invalid (docs/anomalies.md)
-INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck"}
+INFORMATIONAL = {"unseen_at_end", "failed_write_visible_allowed", "controller_split_brain", "isr_change_stuck",
+                 "log_not_recovered", "log_dir_offline"}
 
 TOP_N = 200           # rows per evidence table shown inline
 EVENT_TOP_N = 300     # rows per event table shown inline
@@ -55,6 +56,9 @@ ANOMALY_TEXT: dict[str, str] = {
     "failed_write_visible_allowed": "A send that failed after append (NOT_ENOUGH_REPLICAS_AFTER_APPEND or timeout) was read: allowed by Kafka (seed 003 §2.7), counted only.",
     "controller_split_brain": "Two controllers led the metadata quorum at once, in two epochs, for longer than Kafka's check quorum allows (1.5 fetch timeouts from 3.7): the old one kept serving the brokers it still reached - answering none of their heartbeats or ISR changes - while the new one fenced them. From the controllers' events; counted only (docs/anomalies.md).",
     "isr_change_stuck": "A leader's ISR change (AlterPartition) stayed unresolved for more than 10 s: no answer, or an error after which Kafka waits for newer metadata that did not come. Its ISR was frozen meanwhile: a dead follower kept in it holds the high watermark, acks=all writes time out. From the leaders' leader_isr events; counted only (docs/anomalies.md).",
+    "uncommitted_read": "A reader was shown a record that was never committed: the replica it read from held it below its own high watermark, then truncated it to match its leader (Kafka: \"Truncating ... below high watermark\"). From the brokers' truncation events and the inconsistent offsets (docs/anomalies.md).",
+    "log_not_recovered": "A broker loaded a log dir as cleanly shut down although a page-cache-loss cut had hit it and no process had loaded it since: the clean-shutdown marker came from a start-up that never loaded the logs, so the cut log was trusted without recovery (docs/anomalies.md).",
+    "log_dir_offline": "A broker took a log dir offline (an unreadable checkpoint, a storage error); with no dir left it halts (docs/anomalies.md).",
 }
 
 

@@ -121,25 +121,76 @@ class ReplicaFetcherThread:
             except (OSError, asyncio.TimeoutError, ConnectionError):
                 await asyncio.sleep(max(self.backoff_s, 0.2))  # AbstractFetcherThread: fetchBackOffMs
                 continue
-            backoff = False
+            items = []
             for td in resp.responses:
                 tname = b.image.topic_ids.get(str(td.topic_id))
                 for pd in td.partitions:
                     r = partitions.get((tname, int(pd.partition_index))) if tname else None
                     if r is None or r.role != "follower" or r.leader != leader:
                         continue
-                    backoff |= await self.handle_partition_response(r, pd)
-            if backoff:
+                    items.append((r, pd))
+            if await self.process_fetch_response(items):
                 await asyncio.sleep(self.backoff_s)  # delayPartitions(..., fetchBackOffMs)
         if self.client:
             self.client.close()
 
+    async def process_fetch_response(self, items: list[tuple[Partition, Any]]) -> bool:
+        """AbstractFetcherThread.processFetchRequest over one Fetch response: every partition's
+        answer in turn (errors; ``processPartitionData``: append, then the leader's HWM), the
+        diverging epochs collected, and the truncations only after the whole response
+        (``truncateOnFetchResponse``), one partition after another. True: back off.
+
+        What happens first to a diverging partition is the ``fetcher_truncates_before_hwm`` gate
+        (KAFKA-14704): from 3.4.1 a partition with a diverging epoch is not processed at all (its
+        HWM is taken by the next fetch, after the truncation); up to 3.4.0 its data is processed
+        first, so the follower takes the leader's HWM - capped at its own LEO, divergent tail
+        included - and holds it until its truncation runs.
+
+        Kafka's fetcher is a thread of its own while request handler threads serve consumers (a
+        follower serves consumer Fetches from Fetch v11, KIP-392). kraftsim yields to its event
+        loop between two partitions' steps, so a consumer Fetch can be read there as it can
+        between two steps of Kafka's fetcher thread; the truncations' own work (UnifiedLog
+        .truncateTo and, per partition, the recovery-point checkpoint of LogManager.truncateTo)
+        is real work here too. Parked consumer Fetches are woken after the whole response, as
+        ReplicaFetcherThread.doWork completes the delayed fetches after processFetchRequest."""
+        backoff = False
+        diverging: list[tuple[Partition, int, int, int]] = []
+        hwm_moved = False
+        for i, (r, pd) in enumerate(items):
+            if i:
+                await asyncio.sleep(0)
+            if r.role != "follower":
+                continue
+            code = pd.error_code
+            if code is not ErrorCode.none:
+                backoff |= await self.handle_partition_error(r, code)
+                continue
+            div = pd.diverging_epoch
+            is_diverging = int(div.epoch) >= 0 and int(div.end_offset) >= 0  # FetchResponse.isDivergingEpoch
+            if not (is_diverging and self.b.features.fetcher_truncates_before_hwm):
+                before = r.hwm
+                backoff |= self.process_partition_data(r, pd)
+                hwm_moved |= r.hwm != before
+            if is_diverging:
+                diverging.append((r, r.leader_epoch, int(div.epoch), int(div.end_offset)))
+        for r, leader_epoch, epoch, end_offset in diverging:
+            await asyncio.sleep(0)
+            # a partition that stopped following this leader meanwhile is no longer in the
+            # fetcher's partitionStates, and truncateOnFetchResponse skips it
+            if r.role == "follower" and r.leader == self.leader and r.leader_epoch == leader_epoch:
+                self.truncate_on_diverging_epoch(r, epoch, end_offset)
+                hwm_moved = True
+        if hwm_moved:
+            self.b.notify()  # ReplicaFetcherThread.completeDelayedFetchRequests
+        return backoff
+
     async def handle_partition_response(self, r: Partition, pd: Any) -> bool:
-        """One partition of a Fetch response (AbstractFetcherThread.processFetchRequest): the
-        error branches, truncation on a diverging epoch, else append and take the leader's HWM
-        (ReplicaFetcherThread.processPartitionData). True: back off before the next fetch."""
+        """One partition's answer as a response of its own. True: back off before the next fetch."""
+        return await self.process_fetch_response([(r, pd)])
+
+    async def handle_partition_error(self, r: Partition, code: ErrorCode) -> bool:
+        """The error branches of processFetchRequest. True: back off (partitionsWithError)."""
         b = self.b
-        code = pd.error_code
         if code is ErrorCode.offset_out_of_range:
             await self.truncate_to_leader_end(r)
             return False
@@ -154,30 +205,36 @@ class ReplicaFetcherThread:
             b.ev.emit("follower_tiered_start", topic=r.topic, partition=r.partition, broker=b.node_id,
                       leader=r.leader, fetch_offset=r.log.log_end_offset, reason="offset_moved_to_tiered_storage")
             return False
-        if code is not ErrorCode.none:
-            return True
-        div = pd.diverging_epoch
-        if int(div.epoch) >= 0 and int(div.end_offset) >= 0:  # Kafka's FetchResponse.isDivergingEpoch
-            fe, fo = r.log.end_offset_for_epoch(int(div.epoch))
-            target = min(int(div.end_offset), fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
-            # AbstractFetcherThread.truncate → Partition.truncateTo → UnifiedLog.truncateTo, also
-            # at or past the log end, where only the leader-epoch cache is cut
-            r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch")
-            r.hwm = min(r.hwm, r.log.log_end_offset)
-            return False
+        return True
+
+    def process_partition_data(self, r: Partition, pd: Any) -> bool:
+        """ReplicaFetcherThread.processPartitionData: append the leader's records, then take its
+        HWM (UnifiedLog.maybeUpdateHighWatermark → updateHighWatermark: the leader's HWM as sent,
+        bounded by log start and end offsets - it may go down; only the leader's
+        maybeIncrementHighWatermark is monotonic). True: the append failed (back off)."""
         if pd.records:
             before = r.log.log_end_offset
             try:
                 r.log.append_as_follower(bytes(pd.records))
             except Exception as e:
-                b.ev.log(f"follower append {r.topic}-{r.partition} failed: {e}")
+                self.b.ev.log(f"follower append {r.topic}-{r.partition} failed: {e}")
                 return True
             self.note_follower_append(r, before)
-        # ReplicaFetcherThread.processPartitionData → UnifiedLog.maybeUpdateHighWatermark →
-        # updateHighWatermark: the leader's HWM as sent, bounded by log start and end offsets (it
-        # may go down; only the leader's maybeIncrementHighWatermark is monotonic).
         r.hwm = max(min(int(pd.high_watermark), r.log.log_end_offset), r.log.log_start_offset)
         return False
+
+    def truncate_on_diverging_epoch(self, r: Partition, epoch: int, end_offset: int) -> None:
+        """AbstractFetcherThread.truncateOnFetchResponse → getOffsetTruncationState → truncate:
+        to the leader's end offset of the diverging epoch, or our own end of that epoch if lower;
+        ReplicaFetcherThread.truncate → Partition.truncateTo → UnifiedLog.truncateTo, also at or
+        past the log end, where only the leader-epoch cache is cut. Kafka warns "Truncating <tp>
+        to offset <o> below high watermark <hw>" when the follower's HWM was above the target;
+        the ``truncation`` event carries the HWM the truncation found."""
+        fe, fo = r.log.end_offset_for_epoch(epoch)
+        target = min(end_offset, fo if fe >= 0 and fo >= 0 else r.log.log_end_offset)
+        r.log.truncate_to(max(target, r.log.log_start_offset), reason="diverging_epoch", high_watermark=r.hwm)
+        # UnifiedLog.truncateTo: "if (highWatermark >= localLog.logEndOffset) updateHighWatermark(...)"
+        r.hwm = min(r.hwm, r.log.log_end_offset)
 
     def note_follower_append(self, r: Partition, before: int) -> None:
         """Emit ``follower_append`` (the follower's own log end offset, from ``before`` to its LEO

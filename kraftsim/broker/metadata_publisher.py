@@ -64,6 +64,7 @@ class BrokerMetadataPublisher:
             return
         if self.image.next_offset <= lifecycle.broker_epoch:
             return  # our own registration record is not applied yet
+        self.b.start_logs()   # BrokerMetadataPublisher.initializeManagers: LogManager.startup
         self.published = True
         self.publish(None)
         lifecycle.set_ready_to_unfence()

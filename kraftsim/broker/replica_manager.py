@@ -88,6 +88,23 @@ class ReplicaManager:
             return None, ErrorCode.not_leader_or_follower
         return r, ErrorCode.none
 
+    def replica_for_consumer(self, topic: str, p: int) -> tuple[Partition | None, ErrorCode]:
+        """A consumer's Fetch from v11 (KIP-392): KafkaApis.handleFetchRequest gives it
+        ClientMetadata, so ``FetchParams.fetchOnlyLeader`` (``isFromFollower || (isFromConsumer &&
+        clientMetadata.isEmpty)``) is false and Partition.getLocalLog serves it from any replica
+        holding the log - the leader or a follower, read up to that replica's own HWM. Which
+        replica a consumer asks is the client's choice: a leader points KIP-392 clients at a
+        follower only through ``replica.selector.class`` (not configured: kraftsim never names a
+        preferred read replica), and a client whose metadata still names a demoted leader keeps
+        asking it. Before v11 (no ClientMetadata) only the leader serves consumers."""
+        b = self.b
+        if topic not in b.image.topics or p not in b.image.topics[topic].partitions:
+            return None, ErrorCode.unknown_topic_or_partition
+        r = self.partitions.get((topic, p))
+        if r is None or r.role not in ("leader", "follower") or b.lifecycle.self_fenced:
+            return None, ErrorCode.not_leader_or_follower
+        return r, ErrorCode.none
+
     # ------------------------------------------------------------------ produce
 
     async def append_records(self, topic: str, p: int, data: bytes | None, acks: int,
@@ -162,18 +179,21 @@ class ReplicaManager:
                 "aborted_transactions": None, "records": b""}
         if tname is None:
             return {**base, "error_code": ErrorCode.unknown_topic_id if v >= 13 else ErrorCode.unknown_topic_or_partition}, 0
-        r, err = self.leader_replica(tname, p)
+        cle = int(pd.current_leader_epoch)
+        if rid < 0 and v >= 11:
+            r, err = self.replica_for_consumer(tname, p)
+        else:
+            r, err = self.leader_replica(tname, p)
         if r is None:
             return {**base, "error_code": err}, 0
-        cle = int(pd.current_leader_epoch)
-        if cle >= 0 and cle != r.leader_epoch:
+        if cle >= 0 and cle != r.leader_epoch:  # Partition.checkCurrentLeaderEpoch (-1: not checked)
             return {**base, "error_code": ErrorCode.fenced_leader_epoch if cle < r.leader_epoch
                     else ErrorCode.unknown_leader_epoch}, 0
         off = int(pd.fetch_offset)
         log = r.log
         log_start = b.rlm.log_start_offset(r)  # UnifiedLog.logStartOffset: remote data included
         base.update(high_watermark=r.hwm, last_stable_offset=r.hwm, log_start_offset=log_start,
-                    current_leader={"leader_id": b.node_id, "leader_epoch": r.leader_epoch})
+                    current_leader={"leader_id": r.leader, "leader_epoch": r.leader_epoch})
         # ReplicaManager.handleOffsetOutOfRangeError: an offset in the remote tier only
         tiered = log_start <= off < log.log_start_offset
         if rid >= 0:  # follower fetch

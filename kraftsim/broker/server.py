@@ -56,7 +56,9 @@ class BrokerServer:
         self.logs = LogManager(cfg["log.dirs"], node_id=self.node_id, cluster_id=cfg["cluster.id"],
                                on_event=lambda name, f: self.ev.emit(name, **f),
                                flush_interval_messages=cfg["log.flush.interval.messages"],
-                               segment_bytes=int(cfg["log.segment.bytes"]))
+                               segment_bytes=int(cfg["log.segment.bytes"]),
+                               clean_shutdown_marker_needs_load=cfg.features.clean_shutdown_marker_needs_load,
+                               epoch_checkpoint_sync_on_truncation=not cfg.features.epoch_checkpoint_truncation_unsynced)
         mdir = Path(cfg["metadata.log.dir"]) if cfg["metadata.log.dir"] else Path(cfg["log.dirs"][0]) / "kraftsim-metadata"
         self.stopping = False
         self.wake = asyncio.Event()
@@ -122,14 +124,11 @@ class BrokerServer:
     # ------------------------------------------------------------------ run
 
     async def run(self, stop: asyncio.Event) -> None:
-        """BrokerServer.startup: logs, then the local metadata copy, then the socket server (gated
-        until unfenced), then the channels and periodic tasks."""
-        self.logs.load()
-        for log in self.logs.logs().values():
-            # UnifiedLog.loadProducerState runs while the logs load, before the broker registers:
-            # never later on the event loop, where a long log would stall every channel.
-            log.producer_state()
-        self.replica_manager.load_high_watermarks()
+        """BrokerServer.startup: the log dirs' identities and clean-shutdown markers, then the local
+        metadata copy, then the socket server (gated until unfenced), then the channels and
+        periodic tasks. The logs themselves load on the first metadata publish
+        (:meth:`start_logs`), as Kafka's KRaft broker loads them in BrokerMetadataPublisher."""
+        self.logs.read_clean_shutdown_markers()
         self.metadata.load()
         self.server = Server(BROKER_APIS, self.apis.handlers(), on_error=self.ev.log)
         self.server.gate = self.lifecycle.serving
@@ -140,6 +139,19 @@ class BrokerServer:
             (self.rlm.run, "remote_loop"))]
         await stop.wait()
         await self.shutdown()
+
+    def start_logs(self) -> None:
+        """LogManager.startup from BrokerMetadataPublisher's first publish (initializeManagers):
+        registration accepted and caught up, before any partition is handed to the replica
+        manager. A broker stopped before this point never loaded its logs (LogManager.shutdown
+        then decides whether to mark them clean: features gate clean_shutdown_marker_needs_load)."""
+        if self.logs.loaded:
+            return
+        self.logs.load()
+        for log in self.logs.logs().values():
+            # UnifiedLog.loadProducerState runs while the logs load: never later on the event loop
+            log.producer_state()
+        self.replica_manager.load_high_watermarks()   # ReplicaManager reads it once the logs loaded
 
     async def shutdown(self) -> None:
         """Clean shutdown: controlled shutdown, then flush, checkpoints and the clean marker."""

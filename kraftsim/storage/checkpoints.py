@@ -44,16 +44,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via ``path.tmp`` + fsync + rename, like Kafka's CheckpointFile."""
+def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
+    """Write ``text`` to ``path`` via ``path.tmp`` + fsync + rename, like Kafka's CheckpointFile.
+    ``sync`` False: neither the file nor the directory is fsynced (Kafka 3.7's
+    ``CheckpointFile.write(entries, false)``: ``atomicMoveWithFallback(temp, path, false)``), so a
+    page-cache loss may leave the old file, the new one, or an empty one."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def _read_lines(path: Path) -> list[str] | None:
@@ -117,10 +122,11 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
-    """Write ``<epoch> <startOffset>`` lines in cache order (Kafka's LeaderEpochCheckpointFile)."""
+def write_leader_epoch_checkpoint(path: Path, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
+    """Write ``<epoch> <startOffset>`` lines in cache order (Kafka's LeaderEpochCheckpointFile);
+    ``sync``: see :func:`atomic_write`."""
     text = f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries)
-    atomic_write(path, text)
+    atomic_write(path, text, sync=sync)
 
 
 def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

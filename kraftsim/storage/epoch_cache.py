@@ -19,8 +19,15 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path, *, log_end_offset: Callable[[], int]) -> None:
+    def __init__(self, path: Path, *, log_end_offset: Callable[[], int], sync_truncation: bool = True) -> None:
         self._path = Path(path)
+        #: features gate epoch_checkpoint_truncation_unsynced (off: True). Kafka 3.7.0-3.7.x's
+        #: LeaderEpochFileCache.truncateFromEnd writes the checkpoint with writeToFile(false) - no
+        #: fsync of the file or of its directory (CheckpointFile.write(entries, sync = false)),
+        #: introduced by KAFKA-15046 d71d0639d9d, first 3.7.0; 3.8.0 (7c30eed66c4) fsyncs every
+        #: write again, truncations from a scheduler thread (truncateFromEndAsyncFlush). kraftsim
+        #: writes synchronously either way; assign and clear (clearAndFlush) always fsync.
+        self.sync_truncation = sync_truncation
         self._leo = log_end_offset
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -82,12 +89,12 @@ class LeaderEpochCache:
         n = bisect.bisect_left(self._starts, end_offset)
         if n < len(self._starts):
             del self._epochs[n:], self._starts[n:]
-            self.flush()
+            self.flush(sync=self.sync_truncation)
 
     def clear(self) -> None:
         self._epochs.clear()
         self._starts.clear()
         self.flush()
 
-    def flush(self) -> None:
-        write_leader_epoch_checkpoint(self._path, self.entries())
+    def flush(self, *, sync: bool = True) -> None:
+        write_leader_epoch_checkpoint(self._path, self.entries(), sync=sync)

@@ -58,6 +58,7 @@ class PartitionLog:
         segment_bytes: int,
         flush_interval_messages: int | None,
         on_event: EventSink | None,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> None:
         self.dir = Path(directory)
         self.topic = topic
@@ -78,7 +79,8 @@ class PartitionLog:
         self._recovery_point = 0
         self._dir_dirty = False
         self._closed = False
-        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset)
+        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset,
+                                            sync_truncation=epoch_checkpoint_sync_on_truncation)
 
     # ------------------------------------------------------------------ opening and recovery
 
@@ -95,11 +97,13 @@ class PartitionLog:
         flush_interval_messages: int | None = None,
         on_event: EventSink | None = None,
         log_start_offset: int | None = None,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> "PartitionLog":
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, topic, partition, segment_bytes=segment_bytes,
-                  flush_interval_messages=flush_interval_messages, on_event=on_event)
+                  flush_interval_messages=flush_interval_messages, on_event=on_event,
+                  epoch_checkpoint_sync_on_truncation=epoch_checkpoint_sync_on_truncation)
         log._load(recovery_point, clean, log_start_offset or 0)
         return log
 
@@ -493,11 +497,13 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ truncation
 
-    def truncate_to(self, offset: int, reason: str = "truncate_to") -> None:
+    def truncate_to(self, offset: int, reason: str = "truncate_to", high_watermark: int | None = None) -> None:
         """Remove everything at and after ``offset`` (follower divergence, docs/seeds.md#seed-003-2-2-2).
 
         Truncation happens at a batch boundary: a batch containing ``offset`` is removed whole,
-        so the LEO afterwards is that batch's base offset.
+        so the LEO afterwards is that batch's base offset. ``high_watermark``: the replica's HWM
+        when it truncated, recorded in the ``truncation`` event (Kafka's fetcher warns when it
+        truncates below it: ReplicaFetcherThread.truncate).
         """
         with self._lock:
             old_leo = self.log_end_offset
@@ -508,15 +514,15 @@ class PartitionLog:
                 self.epoch_cache.truncate_from_end(old_leo)
                 return
             if offset < self._bases[0]:
-                self._truncate_fully(offset, reason=reason)
+                self._truncate_fully(offset, reason=reason, high_watermark=high_watermark)
             else:
-                self._truncate_to(offset, old_leo, reason)
+                self._truncate_to(offset, old_leo, reason, high_watermark)
         # LogManager.truncateTo → checkpointRecoveryOffsetsInDir: the checkpoint never names an
         # offset the log no longer has (a page-cache loss right after must not keep those bytes).
         if self.on_truncate is not None:
             self.on_truncate(self)
 
-    def _truncate_to(self, offset: int, old_leo: int, reason: str) -> None:
+    def _truncate_to(self, offset: int, old_leo: int, reason: str, high_watermark: int | None = None) -> None:
         keep = bisect_right(self._bases, offset)
         for seg in self._segments[keep:]:
             seg.delete()
@@ -528,7 +534,8 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(leo)
         if self._producers_built:  # UnifiedLog.truncateTo → rebuildProducerState(targetOffset)
             self._producer_state.truncate_and_reload(self._log_start_offset, leo, self._idempotent_batches)
-        self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason)
+        self._emit("truncation", from_offset=old_leo, to_offset=leo, reason=reason,
+                   **({"high_watermark": high_watermark} if high_watermark is not None else {}))
 
     def truncate_fully_and_start_at(self, offset: int, reason: str = "truncate_fully") -> None:
         """Delete every segment and restart the log empty at ``offset`` (a follower whose fetch
@@ -539,7 +546,7 @@ class PartitionLog:
         if self.on_truncate is not None:
             self.on_truncate(self)
 
-    def _truncate_fully(self, offset: int, *, reason: str) -> None:
+    def _truncate_fully(self, offset: int, *, reason: str, high_watermark: int | None = None) -> None:
         old_leo = self.log_end_offset
         for seg in self._segments:
             seg.delete()
@@ -551,7 +558,8 @@ class PartitionLog:
         self._recovery_point = offset
         self.epoch_cache.clear()
         self._producer_state.clear()
-        self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason)
+        self._emit("truncation", from_offset=old_leo, to_offset=offset, reason=reason,
+                   **({"high_watermark": high_watermark} if high_watermark is not None else {}))
 
     # ------------------------------------------------------------------ producer state
 

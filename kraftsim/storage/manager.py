@@ -53,6 +53,8 @@ class LogManager:
         on_event: EventSink | None = None,
         flush_interval_messages: int | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        clean_shutdown_marker_needs_load: bool = True,
+        epoch_checkpoint_sync_on_truncation: bool = True,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         if not self.log_dirs:
@@ -69,6 +71,15 @@ class LogManager:
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self._loaded = False
+        self._markers_read = False
+        #: features gate clean_shutdown_marker_needs_load (kafka.version >= 3.5.2): shutdown marks
+        #: only a dir that had the marker or whose logs all loaded (LogManager.shutdown)
+        self.clean_shutdown_marker_needs_load = clean_shutdown_marker_needs_load
+        #: features gate epoch_checkpoint_truncation_unsynced (on: False), for every log's epoch cache
+        self.epoch_checkpoint_sync_on_truncation = epoch_checkpoint_sync_on_truncation
+        #: LogManager.hadCleanShutdownFlags / loadLogsCompletedFlags, per dir, set by :meth:`load`
+        self._had_clean: dict[Path, bool] = {}
+        self._load_completed: set[Path] = set()
 
     # ------------------------------------------------------------------ startup
 
@@ -93,10 +104,14 @@ class LogManager:
                 f"{path}: cluster.id is {props.get('cluster.id')!r} but this cluster is {self.cluster_id!r}; "
                 "wrong log.dirs or a different cluster")
 
-    def load(self) -> None:
-        """Validate identities, detect clean shutdown, open (and if needed recover) every log."""
+    def read_clean_shutdown_markers(self) -> None:
+        """Validate identities and read every dir's clean-shutdown marker, before the broker
+        registers (its broker epoch is BrokerRegistration's ``previous_broker_epoch``; Kafka:
+        LogManager.readBrokerEpochFromCleanShutdownFiles). The logs load later (:meth:`load`)."""
         with self._lock:
-            clean_dirs = []
+            if self._markers_read:
+                return
+            self._clean_dirs: list[bool] = []
             epochs = []
             for d in self.log_dirs:
                 try:
@@ -105,11 +120,29 @@ class LogManager:
                     raise StorageConfigError(f"log.dirs: cannot create {d}: {e.strerror}") from None
                 self._check_meta(d)
                 marker = read_clean_shutdown(d)
-                clean_dirs.append(marker is not None)
+                self._clean_dirs.append(marker is not None)
                 epochs.append(marker if marker is not None else -1)
-            self.had_clean_shutdown = all(clean_dirs)
+            self.had_clean_shutdown = all(self._clean_dirs)
             self.previous_broker_epoch = max(epochs) if self.had_clean_shutdown else -1
-            for d, clean in zip(self.log_dirs, clean_dirs):
+            self._markers_read = True
+
+    @property
+    def loaded(self) -> bool:
+        """Whether :meth:`load` completed (LogManager.startup ran)."""
+        return self._loaded
+
+    def load(self) -> None:
+        """LogManager.startup → loadLogs: open (and if needed recover) every log, dir by dir. The
+        broker calls it on its first metadata publish (BrokerMetadataPublisher), after it registered
+        and caught up, as Kafka in KRaft mode does; a shutdown before then finds dirs not loaded.
+        Each dir's load is one ``log_dir_loaded`` event (Kafka: "Skipping recovery of N logs from
+        DIR since clean shutdown file was found" / "Recovering N logs from DIR since no clean
+        shutdown file was found")."""
+        self.read_clean_shutdown_markers()
+        with self._lock:
+            for d, clean in zip(self.log_dirs, self._clean_dirs):
+                self._had_clean[d] = clean   # loadLogs: hadCleanShutdownFlags.put(dir, hadCleanShutdown)
+                n = 0
                 try:
                     rps = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
                     starts = read_offset_checkpoint(d / LOG_START_CHECKPOINT)
@@ -125,12 +158,17 @@ class LogManager:
                             child, key[0], key[1], recovery_point=rps.get(key, 0), clean=clean,
                             segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
                             on_event=self.on_event, log_start_offset=starts.get(key),
+                            epoch_checkpoint_sync_on_truncation=self.epoch_checkpoint_sync_on_truncation,
                         )
                     except CheckpointError as e:
                         raise StorageConfigError(str(e)) from None
                     except OSError as e:
                         raise StorageConfigError(f"{e.filename or child}: cannot open partition log: {e.strerror}") from None
                     self._register(key, d, log)
+                    n += 1
+                self._load_completed.add(d)   # loadLogs: loadLogsCompletedFlags.put(dir, true)
+                if self.on_event is not None:
+                    self.on_event("log_dir_loaded", {"log_dir": str(d), "clean_shutdown": clean, "logs": n})
             self._loaded = True
             # Kafka checkpoints right after loading, then deletes the marker: from here on a
             # crash must be detected as unclean.
@@ -166,7 +204,7 @@ class LogManager:
             log = PartitionLog.open(
                 d / f"{topic}-{partition}", topic, partition, recovery_point=0, clean=True,
                 segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
-                on_event=self.on_event,
+                on_event=self.on_event, epoch_checkpoint_sync_on_truncation=self.epoch_checkpoint_sync_on_truncation,
             )
             log.producer_state()  # empty: built at once, then kept up to date by every append
             self._register(key, d, log)
@@ -198,7 +236,10 @@ class LogManager:
                 write_offset_checkpoint(d / LOG_START_CHECKPOINT, vals)
 
     def checkpoint_high_watermarks(self, hwms: dict[tuple[str, int], int]) -> None:
-        """Write ``replication-offset-checkpoint`` (the HWM of each partition) in every log dir."""
+        """Write ``replication-offset-checkpoint`` (the HWM of each partition) in every log dir -
+        once the logs loaded: before, ReplicaManager.checkpointHighWatermarks has no log to write."""
+        if not self._loaded:
+            return
         with self._checkpoint_lock:
             for d, vals in self._by_dir(hwms).items():
                 write_offset_checkpoint(d / REPLICATION_CHECKPOINT, vals)
@@ -215,16 +256,30 @@ class LogManager:
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self, broker_epoch: int = -1, hwms: dict[tuple[str, int], int] | None = None) -> None:
-        """Clean shutdown: flush and close every log, write checkpoints, then the marker."""
+        """LogManager.shutdown: flush and close every loaded log, write the recovery-point and
+        log-start checkpoints of every dir (empty for a dir whose logs never loaded, as Kafka's
+        checkpointRecoveryOffsetsInDir does), then the clean-shutdown marker.
+
+        Which dirs get the marker is the ``clean_shutdown_marker_needs_load`` gate: from 3.5.2
+        only a dir that had the marker or whose logs all loaded (hadCleanShutdownFlags ||
+        loadLogsCompletedFlags); 3.0.0-3.5.1 mark every dir, also when a start-up that failed
+        before LogManager.startup shuts down - the next start then trusts a crashed log without
+        recovery (core/src/main/scala/kafka/log/LogManager.scala shutdown, 3.5.1 vs 3.5.2,
+        703e1d9faaf / c252e930fb7)."""
         with self._lock:
             for log in self._logs.values():
                 log.on_flush = log.on_truncate = None
                 log.close(clean=True)
-            self.checkpoint_recovery_points()
-            self.checkpoint_log_start_offsets()
-            if hwms is not None:
+            if self._markers_read:   # a dir whose identity was never checked is not written to
+                self.checkpoint_recovery_points()
+                self.checkpoint_log_start_offsets()
+            if hwms is not None and self._loaded:
                 self.checkpoint_high_watermarks(hwms)
             for d in self.log_dirs:
+                if not self._markers_read:
+                    continue
+                if self.clean_shutdown_marker_needs_load and not (self._had_clean.get(d) or d in self._load_completed):
+                    continue
                 write_clean_shutdown(d, broker_epoch)
 
     def close_unclean(self) -> None:

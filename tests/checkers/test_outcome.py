@@ -112,6 +112,33 @@ def test_required_and_forbidden_anomalies() -> None:
                                  counts={"lost_write": 3, "controller_split_brain": 1})).outcome == UNEXPECTED
 
 
+def test_a_required_invalidating_anomaly_expects_an_invalid_history() -> None:
+    """The vulnerable side of a storage bug: a reader saw never-committed records (uncommitted_read,
+    invalidating) and the same records at two offsets follow from it (duplicate, offset_mismatch).
+    Requiring the anomaly makes the invalid history the expectation; without it shown the run is
+    unexpected; the fixed side forbids it and keeps the validity check."""
+    def ev(**counts: int) -> Evidence:
+        bad = [a for a, n in counts.items() if n]
+        return Evidence(lost=0, acked=1000, valid=not bad, invalid_because=bad, counts={"lost_write": 0, **counts})
+    need = Expectation("no-loss", require_anomalies=("uncommitted_read",))
+    o = decide(need, ev(uncommitted_read=151, inconsistent_offset=151, duplicate=151))
+    assert o.outcome == AS_EXPECTED and [(c.kind, c.ok) for c in o.checks] == [
+        ("loss", True), ("validity", True), ("anomalies", True)]
+    assert o.checks[1].message == "invalid by uncommitted_read=151 (with inconsistent_offset=151, duplicate=151)"
+    # not shown: the history's other anomalies are unexpected again, and the requirement fails
+    o = decide(need, ev(duplicate=2))
+    assert o.outcome == UNEXPECTED and "UNEXPECTED ANOMALIES: duplicate=2" in o.reason
+    assert "REQUIRED ANOMALY NOT SHOWN: uncommitted_read=0" in o.reason
+    # a lost write is still unexpected
+    assert decide(need, Evidence(lost=1, acked=9, valid=False, invalid_because=["lost_write", "uncommitted_read"],
+                                 counts={"lost_write": 1, "uncommitted_read": 1})).outcome == UNEXPECTED
+    # the fixed side
+    o = decide(Expectation("no-loss", forbid_anomalies=("uncommitted_read",)), ev(uncommitted_read=1,
+                                                                                 inconsistent_offset=1))
+    assert o.outcome == UNEXPECTED and "FORBIDDEN ANOMALY SHOWN: uncommitted_read=1" in o.reason
+    assert "UNEXPECTED ANOMALIES: uncommitted_read=1, inconsistent_offset=1" in o.reason
+
+
 @pytest.mark.parametrize("run, field", [({"expect": "lossy"}, "'expect'"), ({"allowed_by": 3}, "'allowed_by'"),
                                         ({"require_errors": "NOT_ENOUGH_REPLICAS"}, "'require_errors'"),
                                         ({"require_anomalies": "isr_change_stuck"}, "'require_anomalies'"),

@@ -112,7 +112,11 @@ def test_manager_clean_shutdown_restart_and_crash(tmp_path):
     m.load()
     assert m.had_clean_shutdown is True and m.previous_broker_epoch == 17
     assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)  # removed while running
-    assert events == []
+    # one log_dir_loaded per dir and load, nothing recovered after the clean shutdown
+    assert [(n, f["clean_shutdown"], f["logs"]) for n, f in events] == [
+        ("log_dir_loaded", False, 0), ("log_dir_loaded", False, 0), ("log_dir_loaded", True, 2),
+        ("log_dir_loaded", True, 2)]
+    del events[:]
     assert {k: log.log_end_offset for k, log in m.logs().items()} == {("orders", p): 3 for p in range(4)}
     assert m.read_high_watermarks() == {("orders", p): 2 for p in range(4)}
     append(m, "orders", 0, 2)

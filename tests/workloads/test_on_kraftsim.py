@@ -26,6 +26,7 @@ from groundwork.clock import RunClock
 from workloads.admin import AdminError, create_topic, describe
 from workloads.consumer import ConsumerWorkload
 from workloads.drain import drain
+from workloads.epochless_reader import EpochlessReaderWorkload
 from workloads.history import ReadStats, read_jsonl
 from workloads.observer import Observer
 from workloads.producer import ProducerWorkload
@@ -178,6 +179,32 @@ def test_admin_create_is_checked_and_idempotent_only_when_asked(cluster):
     assert info[0].leader in info[0].isr and sorted(info[0].replicas) == [1, 2, 3]
     with pytest.raises(AdminError, match="wl-missing"):
         describe(cluster.bootstrap, "wl-missing", timeout=5)
+
+
+def test_epochless_reader_reads_every_acked_write_at_its_offset(cluster, tmp_path, to_stop):
+    """The Fetch v11 reader without a leader epoch (workloads/epochless_reader.py, KAFKA-14704's
+    reader) records what it read as poll oks: every acknowledged write, at its offset, once."""
+    topic = "wl-epochless"
+    create_topic(cluster.bootstrap, topic, 3, 3, min_insync_replicas=2)
+    clock = RunClock()
+    producer = ProducerWorkload("producer-0", cluster.bootstrap, topic, 3, tmp_path, clock.now, max_sends=300)
+    to_stop.append(producer)
+    producer.start()
+    assert producer.wait_completed(300, timeout=60), producer.stats()
+    producer.stop(timeout=10)
+    _, done = sends(tmp_path / "producer-0.jsonl")
+    acked = {(r["partition"], r["offset"]): r["value"] for (r,) in done.values() if r["type"] == "ok"}
+    assert len(acked) == 300
+    reader = EpochlessReaderWorkload("reader-0", cluster.bootstrap, topic, 3, tmp_path, clock.now, fetch_wait_ms=50)
+    to_stop.append(reader)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while reader.stats()["ok"] < 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reader.stop(timeout=5)["ok"] == 300 and reader.error() is None
+    recs = list(read_jsonl(tmp_path / "reader-0.jsonl"))
+    assert all(r["f"] == "poll" and r["process"] == "reader-0" for r in recs)
+    assert {(r["partition"], r["offset"]): r["value"] for r in recs if r["type"] == "ok"} == acked
 
 
 def test_producer_history_readable_after_sigkill(cluster, tmp_path, to_stop):

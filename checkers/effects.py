@@ -1,0 +1,132 @@
+"""Effects of Kafka bugs that are not lost writes, named from the cluster's own records.
+
+Why a module of its own: the anomaly families (checkers/families.py) judge one partition's
+history; some known Kafka bugs do their damage elsewhere - a reader shown a record that was
+never committed, a broker that loads a crashed log dir without recovering it, a log dir taken
+offline by a garbled checkpoint. Each effect here is recognised from evidence only (events of
+the brokers - kraftsim's ``events.jsonl`` or, through checkers/kafkalog, Kafka's own log lines -
+the run's timeline, and the anomaly rows the families found), never from a campaign's name,
+and is counted like an anomaly: each is a run-level family (checkers/families.py, its
+evidence columns in checkers/evidence.py SCHEMAS), asked once per run on the driver. Each breaks
+a Kafka promise, so it makes the history invalid (checkers/verdict.py); a campaign about the bug
+requires it on the vulnerable side and forbids it on the fixed one (``require_anomalies`` /
+``forbid_anomalies``, checkers/outcome.py).
+
+- ``uncommitted_read``: an offset read holding a value the final log does not hold there
+  (``inconsistent_offset``) lying in a replica's range ``[truncated to, high watermark)`` of a
+  ``truncation`` to the leader's log - the replica had a high watermark above records it was
+  about to cut, so they were visible as committed (Kafka warns "Truncating <tp> to offset <o>
+  below high watermark <hw>", ReplicaFetcherThread.truncate; KAFKA-14704, docs/anomalies.md).
+- ``log_not_recovered``: a broker loaded a log dir as cleanly shut down (no recovery) although
+  a page-cache-loss cut had hit that dir since the broker last loaded it: the clean-shutdown
+  marker was written by a process that never loaded the logs (KAFKA-15375). The load is the
+  broker's ``log_dir_loaded`` event (Kafka: LogManager.loadLogs "Skipping recovery of N logs
+  from DIR since clean shutdown file was found"), the cut the reboot's timeline note.
+- ``log_dir_offline``: a broker took a log dir offline (``log_dir_offline``: Kafka's
+  LogDirFailureChannel, e.g. "Error while reading checkpoint file"); with none left it halts
+  ("Shutdown broker because all log dirs in ... have failed", KAFKA-16541's garbled
+  leader-epoch checkpoint).
+
+Standard library only, like the stories: the report and the suite read the same rows.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+#: the anomaly names (evidence.SCHEMAS holds their columns)
+UNCOMMITTED_READ, LOG_NOT_RECOVERED, LOG_DIR_OFFLINE = "uncommitted_read", "log_not_recovered", "log_dir_offline"
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+        isinstance(v, float) and math.isnan(v)) else None
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _ref(row: dict[str, Any]) -> dict[str, Any]:
+    return {"source": row.get("source"), "line": row.get("line")}
+
+
+def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per inconsistent offset that a truncation below a replica's HWM explains."""
+    cuts = [e for e in events if e.get("event") == "truncation" and _int(e.get("high_watermark")) is not None
+            and _int(e.get("to_offset")) is not None and _int(e["high_watermark"]) > _int(e["to_offset"])]
+    out = []
+    for row in inconsistent:
+        off, topic, part = _int(row.get("offset")), row.get("topic"), _int(row.get("partition"))
+        if off is None:
+            continue
+        for e in cuts:
+            if e.get("topic") != topic or _int(e.get("partition")) != part:
+                continue
+            lo, hwm = _int(e["to_offset"]), _int(e["high_watermark"])
+            if lo <= off < hwm:
+                broker = _int(e.get("broker")) if _int(e.get("broker")) is not None else _int(e.get("node"))
+                out.append({"topic": topic, "partition": part, "offset": off, "broker": broker,
+                            "t": _num(e.get("t")), "to_offset": lo, "high_watermark": hwm,
+                            "values": row.get("values"), "observed_by": row.get("observed_by"),
+                            "text": f"broker {broker} held {topic}@{part} offset {off} below its high watermark "
+                                    f"{hwm}, then truncated to {lo} to match the leader (Kafka: \"Truncating "
+                                    f"{topic}-{part} to offset {lo} below high watermark {hwm}\"): a reader saw "
+                                    f"a record that was never committed; values at that offset: {row.get('values')}",
+                            **_ref(e)})
+                break
+    return out
+
+
+def _cuts(timeline: list[dict[str, Any]]) -> list[tuple[float, str]]:
+    """(t, host) of every page-cache-loss cut the reboot nemesis recorded (its timeline note)."""
+    out = []
+    for r in timeline:
+        raw, t = r.get("detail"), _num(r.get("t"))
+        if r.get("kind") != "note" or t is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
+            continue
+        try:
+            detail = json.loads(raw)
+        except ValueError:
+            continue
+        for host, d in (detail.items() if isinstance(detail, dict) else ()):
+            if isinstance(d, dict) and isinstance(d.get("page_cache_cut"), dict):
+                out.append((t, str(host)))
+    return out
+
+
+def logs_not_recovered(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ``log_dir_loaded`` with ``clean_shutdown`` true as the first load of that dir by that
+    host after a page-cache cut of the host."""
+    loads = sorted((e for e in events if e.get("event") == "log_dir_loaded" and _num(e.get("t")) is not None),
+                   key=lambda e: e["t"])
+    out = []
+    for t_cut, host in _cuts(timeline):
+        seen: set[str] = set()
+        for e in loads:
+            if e.get("host") != host or e["t"] < t_cut:
+                continue
+            d = str(e.get("log_dir"))
+            if d in seen:
+                continue
+            seen.add(d)
+            if e.get("clean_shutdown") is True:
+                out.append({"host": host, "broker": _int(e.get("node")),
+                            "log_dir": d, "t": _num(e.get("t")), "t_cut": t_cut,
+                            "text": f"{host} loaded {d} as cleanly shut down at t={e['t']:.3f}s although a "
+                                    f"page-cache-loss cut hit it at t={t_cut:.3f}s and no process loaded it in "
+                                    "between: the clean-shutdown marker came from a process that never recovered "
+                                    "the log, so its torn tail was trusted", **_ref(e)})
+    return out
+
+
+def logs_offline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"host": e.get("host"), "broker": _int(e.get("node")),
+             "log_dir": e.get("log_dir"), "t": _num(e.get("t")), "error": e.get("error"),
+             "text": f"{e.get('host')} took {e.get('log_dir')} offline: {e.get('error')}", **_ref(e)}
+            for e in events if e.get("event") == "log_dir_offline"]
