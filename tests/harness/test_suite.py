@@ -263,3 +263,22 @@ def test_cell_globs_select_part_of_a_suite_and_a_glob_matching_nothing_is_exit_2
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "--cell" in lines[0] and "nope/*" in lines[0], p.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_the_kafka_bugs_suite_pairs_each_bug_on_its_vulnerable_and_fixed_release() -> None:
+    """campaigns/suites/kafka-bugs.yaml as shipped: every cell's campaign loads with the cell's
+    overrides (load_suite validates them), and each bug is a pair whose vulnerable cell pins an
+    older kafka.version and requires the anomaly its fixed cell forbids (or expects the loss)."""
+    from harness.campaign import load_campaign
+    from harness.suite.spec import load_suite
+    spec = load_suite(ROOT / "campaigns" / "suites" / "kafka-bugs.yaml")
+    pairs: dict[str, dict[str, object]] = {}
+    for c in spec.cells:
+        bug, side = c.id.split("/")
+        pairs.setdefault(bug, {})[side.split("-")[0]] = load_campaign(c.campaign, overrides=c.overrides, seed=c.seed)
+    assert len(pairs) >= 4 and all(set(p) == {"fixed", "vulnerable"} for p in pairs.values()), pairs.keys()
+    for bug, p in pairs.items():
+        fixed, vuln = p["fixed"].expectation, p["vulnerable"].expectation
+        kv = [str(p[s].settings["kafka.version"]) for s in ("vulnerable", "fixed")]
+        assert tuple(map(int, kv[0].split("."))) < tuple(map(int, kv[1].split("."))), (bug, kv)
+        assert vuln.require_anomalies and set(vuln.require_anomalies) <= set(fixed.forbid_anomalies), (bug, vuln, fixed)
