@@ -32,24 +32,13 @@ Standard library only, like the stories: the report and the suite read the same 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
+
+from checkers.values import as_int, num
 
 #: the anomaly names (evidence.SCHEMAS holds their columns)
 UNCOMMITTED_READ, LOG_NOT_RECOVERED, LOG_DIR_OFFLINE = "uncommitted_read", "log_not_recovered", "log_dir_offline"
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
-        isinstance(v, float) and math.isnan(v)) else None
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def _ref(row: dict[str, Any]) -> dict[str, Any]:
@@ -58,21 +47,21 @@ def _ref(row: dict[str, Any]) -> dict[str, Any]:
 
 def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per inconsistent offset that a truncation below a replica's HWM explains."""
-    cuts = [e for e in events if e.get("event") == "truncation" and _int(e.get("high_watermark")) is not None
-            and _int(e.get("to_offset")) is not None and _int(e["high_watermark"]) > _int(e["to_offset"])]
+    cuts = [e for e in events if e.get("event") == "truncation" and as_int(e.get("high_watermark")) is not None
+            and as_int(e.get("to_offset")) is not None and as_int(e["high_watermark"]) > as_int(e["to_offset"])]
     out = []
     for row in inconsistent:
-        off, topic, part = _int(row.get("offset")), row.get("topic"), _int(row.get("partition"))
+        off, topic, part = as_int(row.get("offset")), row.get("topic"), as_int(row.get("partition"))
         if off is None:
             continue
         for e in cuts:
-            if e.get("topic") != topic or _int(e.get("partition")) != part:
+            if e.get("topic") != topic or as_int(e.get("partition")) != part:
                 continue
-            lo, hwm = _int(e["to_offset"]), _int(e["high_watermark"])
+            lo, hwm = as_int(e["to_offset"]), as_int(e["high_watermark"])
             if lo <= off < hwm:
-                broker = _int(e.get("broker")) if _int(e.get("broker")) is not None else _int(e.get("node"))
+                broker = as_int(e.get("broker")) if as_int(e.get("broker")) is not None else as_int(e.get("node"))
                 out.append({"topic": topic, "partition": part, "offset": off, "broker": broker,
-                            "t": _num(e.get("t")), "to_offset": lo, "high_watermark": hwm,
+                            "t": num(e.get("t")), "to_offset": lo, "high_watermark": hwm,
                             "values": row.get("values"), "observed_by": row.get("observed_by"),
                             "text": f"broker {broker} held {topic}@{part} offset {off} below its high watermark "
                                     f"{hwm}, then truncated to {lo} to match the leader (Kafka: \"Truncating "
@@ -87,7 +76,7 @@ def _cuts(timeline: list[dict[str, Any]]) -> list[tuple[float, str]]:
     """(t, host) of every page-cache-loss cut the reboot nemesis recorded (its timeline note)."""
     out = []
     for r in timeline:
-        raw, t = r.get("detail"), _num(r.get("t"))
+        raw, t = r.get("detail"), num(r.get("t"))
         if r.get("kind") != "note" or t is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
             continue
         try:
@@ -103,7 +92,7 @@ def _cuts(timeline: list[dict[str, Any]]) -> list[tuple[float, str]]:
 def logs_not_recovered(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A ``log_dir_loaded`` with ``clean_shutdown`` true as the first load of that dir by that
     host after a page-cache cut of the host."""
-    loads = sorted((e for e in events if e.get("event") == "log_dir_loaded" and _num(e.get("t")) is not None),
+    loads = sorted((e for e in events if e.get("event") == "log_dir_loaded" and num(e.get("t")) is not None),
                    key=lambda e: e["t"])
     out = []
     for t_cut, host in _cuts(timeline):
@@ -116,8 +105,8 @@ def logs_not_recovered(events: list[dict[str, Any]], timeline: list[dict[str, An
                 continue
             seen.add(d)
             if e.get("clean_shutdown") is True:
-                out.append({"host": host, "broker": _int(e.get("node")),
-                            "log_dir": d, "t": _num(e.get("t")), "t_cut": t_cut,
+                out.append({"host": host, "broker": as_int(e.get("node")),
+                            "log_dir": d, "t": num(e.get("t")), "t_cut": t_cut,
                             "text": f"{host} loaded {d} as cleanly shut down at t={e['t']:.3f}s although a "
                                     f"page-cache-loss cut hit it at t={t_cut:.3f}s and no process loaded it in "
                                     "between: the clean-shutdown marker came from a process that never recovered "
@@ -126,7 +115,7 @@ def logs_not_recovered(events: list[dict[str, Any]], timeline: list[dict[str, An
 
 
 def logs_offline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"host": e.get("host"), "broker": _int(e.get("node")),
-             "log_dir": e.get("log_dir"), "t": _num(e.get("t")), "error": e.get("error"),
+    return [{"host": e.get("host"), "broker": as_int(e.get("node")),
+             "log_dir": e.get("log_dir"), "t": num(e.get("t")), "error": e.get("error"),
              "text": f"{e.get('host')} took {e.get('log_dir')} offline: {e.get('error')}", **_ref(e)}
             for e in events if e.get("event") == "log_dir_offline"]

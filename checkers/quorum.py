@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.attribution import fault_intervals
+from checkers.values import as_int
 
 ANOMALY = "controller_split_brain"
 #: overlaps of two leaders' tenures longer than this are split brain (see module docstring)
@@ -51,12 +52,6 @@ class Tenure:
     end: float | None          # None: still leading when the run's records end
     ended_by: str              # resigned (reason), restarted, the fault, or "still leading at the end"
 
-
-def _int(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
-        return None
 
 
 def tenures(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> list[Tenure]:
@@ -78,13 +73,13 @@ def tenures(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> lis
         for i, e in enumerate(evs):
             if e["event"] != "controller_elected":
                 continue
-            epoch = _int(e.get("epoch"))
+            epoch = as_int(e.get("epoch"))
             if epoch is None:
                 continue
             start = float(e["t"])
             end, how = None, "still leading when the records end"
             for later in evs[i + 1:]:
-                if later["event"] == "controller_resigned" and _int(later.get("epoch")) == epoch:
+                if later["event"] == "controller_resigned" and as_int(later.get("epoch")) == epoch:
                     end, how = float(later["t"]), f"resigned ({later.get('reason') or '?'})"
                     break
                 if later["event"] in ("features", "controller_elected"):
@@ -115,10 +110,10 @@ def split_brain(events: list[dict[str, Any]], timeline: list[dict[str, Any]],
             if hi - lo <= SPLIT_BRAIN_AFTER_S:
                 continue
             during = [e for e in fenced if lo <= float(e["t"]) <= hi and str(e.get("host")) == b.host]
-            which = sorted({int(e["broker"]) for e in during if _int(e.get("broker")) is not None})
+            which = sorted({int(e["broker"]) for e in during if as_int(e.get("broker")) is not None})
             older_end = a.end if a.end is not None else last
-            rows.append({"old_leader": _int(a.node) if a.node is not None else None, "old_epoch": a.epoch,
-                         "new_leader": _int(b.node) if b.node is not None else None, "new_epoch": b.epoch,
+            rows.append({"old_leader": as_int(a.node) if a.node is not None else None, "old_epoch": a.epoch,
+                         "new_leader": as_int(b.node) if b.node is not None else None, "new_epoch": b.epoch,
                          "from_t": lo, "to_t": hi, "seconds": round(hi - lo, 3),
                          "ended_by": (f"{a.host} {a.ended_by}" if older_end <= hi else f"{b.host} {b.ended_by}"),
                          "brokers_fenced": len(during), "fenced_brokers": ",".join(map(str, which))})

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.features import FeaturesInForce, Gate
+from checkers.values import as_int, num
 
 #: the stable machine labels (docs/verdict-format.md): the primary one is the protocol step that
 #: let the loss through; a story lists the others that also applied
@@ -62,18 +63,6 @@ _SHORTENING_FAULTS = ("disk-wipe", "wipe")
 _CRASH_FAULTS = ("reboot", "kill", "restart", "power", "page-cache")
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
-        isinstance(v, float) and math.isnan(v)) else None
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def _t(v: float | None) -> str:
@@ -124,7 +113,7 @@ def _holders(state: list[dict[str, Any]], a0: float | None, prior_isr: list[int]
     if a0 is not None:
         before = [e for e in state if e["t"] <= a0]
         if before:
-            return sorted({x for x in before[-1].get("isr") or [] if _int(x) is not None and _int(x) >= 0})
+            return sorted({x for x in before[-1].get("isr") or [] if as_int(x) is not None and as_int(x) >= 0})
     return sorted(set(prior_isr or []))
 
 
@@ -145,10 +134,10 @@ class _World:
 
 
 def _world(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> _World:
-    evs = sorted((e for e in events if _num(e.get("t")) is not None), key=lambda e: (e["t"], e.get("line") or 0))
+    evs = sorted((e for e in events if num(e.get("t")) is not None), key=lambda e: (e["t"], e.get("line") or 0))
     host_node: dict[str, int] = {}
     for e in evs:
-        n = _int(e.get("node"))
+        n = as_int(e.get("node"))
         h = e.get("host")
         if h and h not in ("proxy", "controller") and n is not None and n >= 0:
             host_node.setdefault(h, n)
@@ -156,7 +145,7 @@ def _world(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> _Wor
     starts: dict[str, dict[str, Any]] = {}
     stops: dict[str, float] = {}
     for r in timeline:
-        if r.get("kind") != "nemesis" or _num(r.get("t")) is None:
+        if r.get("kind") != "nemesis" or num(r.get("t")) is None:
             continue
         fid = str(r.get("id"))
         if r.get("phase") == "start":
@@ -180,7 +169,7 @@ def _uncertain_cuts(timeline: list[dict[str, Any]], w: _World) -> list[dict[str,
     out = []
     for r in timeline:
         raw = r.get("detail")
-        if r.get("kind") != "note" or _num(r.get("t")) is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
+        if r.get("kind") != "note" or num(r.get("t")) is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
             continue
         try:
             detail = json.loads(raw)
@@ -190,15 +179,15 @@ def _uncertain_cuts(timeline: list[dict[str, Any]], w: _World) -> list[dict[str,
             pc = d.get("page_cache_cut") if isinstance(d, dict) else None
             for u in (pc.get("uncertain") or []) if isinstance(pc, dict) else ():
                 cut = u.get("cut") if isinstance(u, dict) else None
-                if isinstance(cut, list) and len(cut) == 2 and _int(cut[0]) is not None and _int(cut[1]) is not None:
+                if isinstance(cut, list) and len(cut) == 2 and as_int(cut[0]) is not None and as_int(cut[1]) is not None:
                     out.append({"t": float(r["t"]), "host": host, "broker": w.broker_of(host), "topic": u.get("topic"),
-                                "partition": _int(u.get("partition")), "cut": (_int(cut[0]), _int(cut[1])),
+                                "partition": as_int(u.get("partition")), "cut": (as_int(cut[0]), as_int(cut[1])),
                                 "why": "; ".join(str(x) for x in u.get("why") or []), "row": r})
     return out
 
 
 def _tp(e: dict[str, Any], topic: str, partition: int) -> bool:
-    return e.get("topic") == topic and _int(e.get("partition")) == partition
+    return e.get("topic") == topic and as_int(e.get("partition")) == partition
 
 
 def _epochs(e: dict[str, Any]) -> dict[int, int]:
@@ -209,12 +198,12 @@ def _epochs(e: dict[str, Any]) -> dict[int, int]:
         except ValueError:
             return {}
     if isinstance(raw, dict):
-        return {int(k): int(v) for k, v in raw.items() if _int(k) is not None and _int(v) is not None}
+        return {int(k): int(v) for k, v in raw.items() if as_int(k) is not None and as_int(v) is not None}
     if isinstance(raw, list):   # [{"broker_id": b, "broker_epoch": e}, ...]
         out = {}
         for x in raw:
             if isinstance(x, dict):
-                b, ep = _int(x.get("broker_id", x.get("broker"))), _int(x.get("broker_epoch", x.get("epoch")))
+                b, ep = as_int(x.get("broker_id", x.get("broker"))), as_int(x.get("broker_epoch", x.get("epoch")))
                 if b is not None and ep is not None:
                     out[b] = ep
         return out
@@ -237,17 +226,17 @@ class _Step:
 
 def _node_of(e: dict[str, Any]) -> int | None:
     """The broker an event is about: its ``broker`` field, else the node that wrote it."""
-    b = _int(e.get("broker"))
-    return b if b is not None else _int(e.get("node"))
+    b = as_int(e.get("broker"))
+    return b if b is not None else as_int(e.get("node"))
 
 
 def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | None,
            features: FeaturesInForce) -> dict[str, Any]:
     topic, part = st["topic"], int(st["partition"])
     n = int(st.get("lost") or 0)
-    l0, l1 = _int(st.get("lost_first_offset")), _int(st.get("lost_last_offset"))
-    a0, a1 = _num(st.get("lost_first_ack_t")), _num(st.get("lost_last_ack_t"))
-    m1 = _num(st.get("lost_last_miss_t"))
+    l0, l1 = as_int(st.get("lost_first_offset")), as_int(st.get("lost_last_offset"))
+    a0, a1 = num(st.get("lost_first_ack_t")), num(st.get("lost_last_ack_t"))
+    m1 = num(st.get("lost_last_miss_t"))
     lo = (a0 if a0 is not None else 0.0) - SLACK_S
     hi = (m1 if m1 is not None else math.inf) + SLACK_S
     pe = [e for e in w.events if _tp(e, topic, part)]
@@ -255,7 +244,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     ctl_ap = [e for e in pe if e.get("event") == "alter_partition" and e.get("host") != "proxy"]
     if not ctl_ap:
         ctl_ap = [e for e in w.events if e.get("event") == "alter_partition" and e.get("host") == "proxy"
-                  and _int(e.get("partition")) == part]
+                  and as_int(e.get("partition")) == part]
     state = [e for e in pe if e.get("event") in ("leader_elected", "isr_changed")]
     l0k = l0 if l0 is not None else -1
 
@@ -266,7 +255,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     def became(b: int, epoch: int | None, after: float) -> dict[str, Any] | None:
         for e in pe:
             if e.get("event") == "became_leader" and _node_of(e) == b and e["t"] >= after - SLACK_S and (
-                    epoch is None or _int(e.get("leader_epoch")) in (None, epoch)):
+                    epoch is None or as_int(e.get("leader_epoch")) in (None, epoch)):
                 return e
         return None
 
@@ -280,10 +269,10 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         for e in pe:
             if e["t"] > before + SLACK_S or _node_of(e) != b:
                 continue
-            leo = _int(e.get("log_end_offset"))
+            leo = as_int(e.get("log_end_offset"))
             if e.get("event") == "recovery" and leo is not None and leo <= l0k and e["t"] >= lo:
                 found.append((e["t"], "recovery", e))
-            to = _int(e.get("to_offset"))
+            to = as_int(e.get("to_offset"))
             if e.get("event") == "truncation" and to is not None and to <= l0k and e["t"] >= lo:
                 found.append((e["t"], "truncation", e))
         if not found:
@@ -319,7 +308,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
 
     # 1. the election that put a leader without the lost writes in charge
     elections = [e for e in pe if e.get("event") == "leader_elected" and lo <= e["t"] <= hi
-                 and _int(e.get("leader")) is not None and _int(e.get("leader")) >= 0
+                 and as_int(e.get("leader")) is not None and as_int(e.get("leader")) >= 0
                  and e.get("reason") != "initial"]
     loss_el = None
     why_short = None
@@ -330,10 +319,10 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     # everyone truncated to), could otherwise be read as the earlier winner's shortness.
     for direct in (True, False):
         for e in elections:
-            b = _int(e.get("leader"))
-            bl = became(b, _int(e.get("leader_epoch")), e["t"])
-            shown = bl is not None and _int(bl.get("log_end_offset")) is not None \
-                and _int(bl.get("log_end_offset")) <= l0k
+            b = as_int(e.get("leader"))
+            bl = became(b, as_int(e.get("leader_epoch")), e["t"])
+            shown = bl is not None and as_int(bl.get("log_end_offset")) is not None \
+                and as_int(bl.get("log_end_offset")) <= l0k
             sh = shortening(b, e["t"])
             if (shown and direct) or (not direct and (shown or sh)):
                 loss_el, why_short = e, sh
@@ -343,20 +332,20 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     if loss_el is None:     # no winner known to be short: the first leader change after the first ack
         loss_el = next((e for e in elections if a0 is None or e["t"] >= a0), None)
     follower_trunc = [e for e in pe if e.get("event") == "truncation" and lo <= e["t"] <= hi
-                      and _int(e.get("to_offset")) is not None and _int(e.get("to_offset")) <= l0k
-                      and (_int(e.get("from_offset")) or 0) > l0k
-                      and (loss_el is None or (_node_of(e) != _int(loss_el.get("leader")) and e["t"] >= loss_el["t"]))]
+                      and as_int(e.get("to_offset")) is not None and as_int(e.get("to_offset")) <= l0k
+                      and (as_int(e.get("from_offset")) or 0) > l0k
+                      and (loss_el is None or (_node_of(e) != as_int(loss_el.get("leader")) and e["t"] >= loss_el["t"]))]
 
     if loss_el is not None:
-        wb = _int(loss_el.get("leader"))
+        wb = as_int(loss_el.get("leader"))
         et = loss_el["t"]
-        ep = _int(loss_el.get("leader_epoch"))
+        ep = as_int(loss_el.get("leader_epoch"))
         prior = state_before(et)
         prior_isr = [x for x in (prior or {}).get("isr") or [] if x is not None] if prior else None
-        old_leader = _int((prior or {}).get("leader"))
+        old_leader = as_int((prior or {}).get("leader"))
         reason = str(loss_el.get("reason") or "")
         bl = became(wb, ep, et)
-        leo = _int(bl.get("log_end_offset")) if bl else None
+        leo = as_int(bl.get("log_end_offset")) if bl else None
         # why the winner was short
         if why_short:
             kind, row, t = why_short
@@ -434,7 +423,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 prior_isr is not None and prior_isr == [wb] and why_short and why_short[0] in ("recovery", "truncation")):
             primary = "last_replica_standing"
             alone = next((e for e in state if e["t"] < et and [x for x in e.get("isr") or [] if x is not None] == [wb]
-                          and _int(e.get("leader")) == wb), None)
+                          and as_int(e.get("leader")) == wb), None)
             if alone is not None:
                 steps.append(_Step(alone["t"], "isr_changed", f"At {_t(alone['t'])} the ISR of {topic}@{part} shrank to "
                                    f"[{wb}] (partition epoch {alone.get('partition_epoch')}): broker {wb} alone held "
@@ -449,7 +438,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                 primary = "stale_alter_partition_readmit"
                 bep = _epochs(readmit)
                 sent = bep.get(wb)
-                ver = _int(readmit.get("version"))
+                ver = as_int(readmit.get("version"))
                 carried = (f"carrying broker epoch {sent} for it" if sent is not None else
                            f"carrying no broker epochs (AlterPartition v{ver})" if ver is not None and ver < 3 else
                            "carrying no broker epoch for it")
@@ -489,7 +478,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     elif follower_trunc:
         primary = "truncated_to_lossy_leader"
         rows = [e for e in state if e["t"] <= follower_trunc[0]["t"]]
-        leader = _int(rows[-1].get("leader")) if rows else None
+        leader = as_int(rows[-1].get("leader")) if rows else None
         who = f"leader broker {leader}" if leader is not None and leader >= 0 else "the leader"
         steps.append(_Step(follower_trunc[0]["t"], "note",
                            f"No election of {topic}@{part} is recorded between the first ack and the miss, yet "
@@ -498,7 +487,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     if follower_trunc:
         brokers = sorted({b for b in (_node_of(e) for e in follower_trunc) if b is not None})
         e0 = follower_trunc[0]
-        leader_txt = f" to match leader broker {_int(loss_el.get('leader'))}" if loss_el is not None else ""
+        leader_txt = f" to match leader broker {as_int(loss_el.get('leader'))}" if loss_el is not None else ""
         steps.append(_Step(e0["t"], "truncation", f"At {_t(e0['t'])} broker{'s' if len(brokers) > 1 else ''} "
                            f"{', '.join(map(str, brokers))} truncated {topic}@{part} from offset {e0.get('from_offset')} "
                            f"to {e0.get('to_offset')}{leader_txt} ({e0.get('reason') or 'truncation'}; "
@@ -529,7 +518,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     # every lost offset lies where a page-cache cut of the broker that came back short removed
     # bytes Kafka may have fsynced: a real power loss may have kept them, so not shown to be Kafka's
     if l0 is not None and l1 is not None:
-        short = _int(loss_el.get("leader")) if loss_el is not None else None
+        short = as_int(loss_el.get("leader")) if loss_el is not None else None
         unc = [c for c in w.uncertain_cuts if c["topic"] == topic and c["partition"] == part
                and c["t"] <= hi and c["cut"][0] <= l0 and l1 < c["cut"][1] and (short is None or c["broker"] == short)]
         if unc:
@@ -623,7 +612,7 @@ _CONTROLLER_DOWN = ("controller_renounced", "controller_resigned")
 
 
 def _isr(v: Any) -> list[int] | None:
-    return [x for x in (_int(y) for y in v) if x is not None] if isinstance(v, list) else None
+    return [x for x in (as_int(y) for y in v) if x is not None] if isinstance(v, list) else None
 
 
 def _at(t: float | None, w0: float | None) -> str:
@@ -637,7 +626,7 @@ def _at(t: float | None, w0: float | None) -> str:
 
 
 def _controller_epoch(e: dict[str, Any]) -> int | None:
-    return _int(e.get("controller_epoch")) if e.get("controller_epoch") is not None else _int(e.get("epoch"))
+    return as_int(e.get("controller_epoch")) if e.get("controller_epoch") is not None else as_int(e.get("epoch"))
 
 
 def _failovers(evs: list[dict[str, Any]]) -> set[int]:
@@ -662,7 +651,7 @@ def _controller_steps(evs: list[dict[str, Any]], w0: float | None, failovers: se
     n = 0
     for e in evs:
         ev, ep = e.get("event"), _controller_epoch(e)
-        who = _int(e.get("leader")) if ev == "controller_elected" else _int(e.get("node"))
+        who = as_int(e.get("leader")) if ev == "controller_elected" else as_int(e.get("node"))
         if ev in _CONTROLLER_UP:
             again = id(e) in failovers
             n += again
@@ -671,7 +660,7 @@ def _controller_steps(evs: list[dict[str, Any]], w0: float | None, failovers: se
                                + (": a controller failover." if again else "."), e, 2 if again else 4))
         elif ev in _CONTROLLER_DOWN:
             why = e.get("reason")
-            new = _int(e.get("new_controller"))
+            new = as_int(e.get("new_controller"))
             steps.append(_Step(e["t"], "controller", f"At {_at(e['t'], w0)} controller {who} gave up the "
                                f"leadership of epoch {ep if ep is not None else '?'}"
                                + (f" after {why} failed and reverts to the last committed offset "
@@ -742,7 +731,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
 
     def flush() -> None:
         if rejected:
-            lead = _int(rejected[0].get("leader"))
+            lead = as_int(rejected[0].get("leader"))
             back = [e for e in pe if e.get("event") == "leader_isr" and _node_of(e) == lead
                     and rejected[0]["t"] <= e["t"] <= rejected[-1]["t"] + 1.0]
             steps.append(_rejections(list(rejected), tp, w0, _isr(back[-1].get("isr")) if back else None))
@@ -764,7 +753,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
         flush()
         when = _at(e["t"], w0)
         if ev in ("leader_elected", "isr_changed"):
-            leader, isr = _int(e.get("leader")), _isr(e.get("isr"))
+            leader, isr = as_int(e.get("leader")), _isr(e.get("isr"))
             reason = str(e.get("reason") or "")
             epochs = f"leader epoch {e.get('leader_epoch')}, partition epoch {e.get('partition_epoch')}"
             if ev == "leader_elected" and reason == "initial":
@@ -773,7 +762,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
             elif ev == "leader_elected":
                 counts["elections"] += 1
                 took = next((b for b in pe if b.get("event") == "became_leader" and _node_of(b) == leader
-                             and _int(b.get("leader_epoch")) in (None, _int(e.get("leader_epoch")))
+                             and as_int(b.get("leader_epoch")) in (None, as_int(e.get("leader_epoch")))
                              and e["t"] - SLACK_S <= b["t"] <= e["t"] + 10.0), None)
                 took_txt = (f"; broker {leader} took over with log end offset {took.get('log_end_offset')}, high "
                             f"watermark {took.get('hwm')}" if took is not None else "")
@@ -782,7 +771,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
                     counts["unclean_elections"] += 1
                     frm = (f"from outside the ISR {prior_isr}" if prior_isr is not None else
                            "from outside the ISR (the ISR before is not in the logs read)")
-                    rec = " in leader recovery state RECOVERING" if _int(e.get("leader_recovery_state")) == 1 else ""
+                    rec = " in leader recovery state RECOVERING" if as_int(e.get("leader_recovery_state")) == 1 else ""
                     steps.append(_Step(e["t"], "election", f"At {when} the controller elected broker {leader} leader "
                                        f"of {tp} {frm} ({epochs}, ISR {isr}){rec}: an unclean election "
                                        f"(PartitionChangeBuilder: allowed only with unclean.leader.election.enable "
@@ -815,7 +804,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
                 prior_leader = leader
         elif ev == "truncation":
             counts["truncations"] += 1
-            frm, to = _int(e.get("from_offset")), _int(e.get("to_offset"))
+            frm, to = as_int(e.get("from_offset")), as_int(e.get("to_offset"))
             cut = frm is not None and to is not None and frm > to
             why = {"diverging_epoch": "to match its leader's log (diverging epoch)", "high_watermark":
                    "to its high watermark", "offset_out_of_range": "to its leader's offsets (offset out of range)"}.get(
@@ -833,7 +822,7 @@ def _partition_story(topic: str, part: int, pe: list[dict[str, Any]], around: li
     replicas: set[int] = set()
     for e in pe:
         for k in ("leader", "broker", "node"):
-            b = _int(e.get(k))
+            b = as_int(e.get(k))
             if b is not None and b >= 0 and (k != "node" or e.get("role") != "controller"):
                 replicas.add(b)
         replicas.update(b for b in (_isr(e.get("isr")) or []) + (_isr(e.get("new_isr")) or []) if b >= 0)
@@ -924,7 +913,7 @@ def build_event_stories(events: list[dict[str, Any]], timeline: list[dict[str, A
     w = _world(events, timeline)
     by_part: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for e in w.events:
-        if e.get("topic") is not None and _int(e.get("partition")) is not None:
+        if e.get("topic") is not None and as_int(e.get("partition")) is not None:
             by_part.setdefault((str(e["topic"]), int(e["partition"])), []).append(e)
     around = [e for e in w.events if e.get("event") in ("broker_fenced", "broker_unfenced", "broker_registered",
                                                         *_CONTROLLER_UP, *_CONTROLLER_DOWN)]

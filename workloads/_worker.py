@@ -162,6 +162,26 @@ class WorkerBacked:
         return self._worker.alive()
 
 
+#: a reader's two counters (its worker's ``Control.counters``): records read, errors
+READ, ERRORS = range(2)
+
+
+class ReaderBacked(WorkerBacked):
+    """A workload that reads (the consumer, the epochless reader): its counters are READ and
+    ERRORS, reported as the history's ``ok`` / ``info`` counts."""
+
+    def stats(self) -> dict[str, int]:
+        c = self._worker.control.counters
+        return {"ok": c[READ], "info": c[ERRORS]}
+
+    def error(self) -> str | None:
+        return self._worker.error()
+
+    def stop(self, timeout: float = 10.0) -> dict[str, int]:
+        self._worker.stop(timeout)
+        return self.stats()
+
+
 def client_logger(name: str, path: str) -> logging.Logger:
     """A logger for librdkafka's own log lines, into a file beside the history.
 

@@ -28,11 +28,10 @@ from typing import Any, Callable, Sequence
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from workloads import history as h
-from workloads._worker import Control, Worker, WorkerBacked, client_logger
+from workloads._worker import ERRORS, READ, Control, ReaderBacked, Worker, client_logger
 from workloads.outcomes import error_name
 from workloads.producer import partition_list
 
-READ, ERRORS = range(2)
 
 
 def consumer_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
@@ -100,7 +99,7 @@ def _consumer_main(spec: ConsumerSpec, control: Control) -> None:
         writer.close()
 
 
-class ConsumerWorkload(WorkerBacked):
+class ConsumerWorkload(ReaderBacked):
     """One recorded tailing consumer process over every given partition of one topic."""
 
     def __init__(self, process: str, bootstrap: str, topic: str, partitions: int | Sequence[int],
@@ -113,14 +112,3 @@ class ConsumerWorkload(WorkerBacked):
                                  history_path=str(self.history_path), now=now,
                                  config=consumer_config(bootstrap, process, **(extra_config or {})))
         self._worker = Worker(f"consumer:{process}", _consumer_main, self.spec, 2, mode)
-
-    def stats(self) -> dict[str, int]:
-        c = self._worker.control.counters
-        return {"ok": c[READ], "info": c[ERRORS]}
-
-    def error(self) -> str | None:
-        return self._worker.error()
-
-    def stop(self, timeout: float = 10.0) -> dict[str, int]:
-        self._worker.stop(timeout)
-        return self.stats()

@@ -44,11 +44,10 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from workloads import history as h
-from workloads._worker import Control, Worker, WorkerBacked
+from workloads._worker import ERRORS, READ, Control, ReaderBacked, Worker
 from workloads.kafka_wire import KafkaConnection, WireError, parse_bootstrap
 from workloads.producer import partition_list
 
-READ, ERRORS = range(2)
 #: librdkafka's topic.metadata.refresh.interval.ms default
 METADATA_REFRESH_S = 300.0
 PARTITION_MAX_BYTES = 1 << 20
@@ -231,7 +230,7 @@ def _reader_main(spec: EpochlessReaderSpec, control: Control) -> None:
         state.writer.close()
 
 
-class EpochlessReaderWorkload(WorkerBacked):
+class EpochlessReaderWorkload(ReaderBacked):
     """One recorded reader process over every given partition of one topic (docstring above)."""
 
     def __init__(self, process: str, bootstrap: str, topic: str, partitions: int | Sequence[int],
@@ -243,14 +242,3 @@ class EpochlessReaderWorkload(WorkerBacked):
                                         partitions=partition_list(partitions), history_path=str(self.history_path),
                                         now=now, fetch_wait_ms=fetch_wait_ms, metadata_refresh_s=metadata_refresh_s)
         self._worker = Worker(f"epochless-reader:{process}", _reader_main, self.spec, 2, mode)
-
-    def stats(self) -> dict[str, int]:
-        c = self._worker.control.counters
-        return {"ok": c[READ], "info": c[ERRORS]}
-
-    def error(self) -> str | None:
-        return self._worker.error()
-
-    def stop(self, timeout: float = 10.0) -> dict[str, int]:
-        self._worker.stop(timeout)
-        return self.stats()
