@@ -31,10 +31,9 @@ Standard library only, like the stories: the report and the suite read the same 
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from checkers.values import as_int, num
+from checkers.values import as_int, num, page_cache_cuts
 
 #: the anomaly names (evidence.SCHEMAS holds their columns)
 UNCOMMITTED_READ, LOG_NOT_RECOVERED, LOG_DIR_OFFLINE = "uncommitted_read", "log_not_recovered", "log_dir_offline"
@@ -74,19 +73,7 @@ def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str,
 
 def _cuts(timeline: list[dict[str, Any]]) -> list[tuple[float, str]]:
     """(t, host) of every page-cache-loss cut the reboot nemesis recorded (its timeline note)."""
-    out = []
-    for r in timeline:
-        raw, t = r.get("detail"), num(r.get("t"))
-        if r.get("kind") != "note" or t is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
-            continue
-        try:
-            detail = json.loads(raw)
-        except ValueError:
-            continue
-        for host, d in (detail.items() if isinstance(detail, dict) else ()):
-            if isinstance(d, dict) and isinstance(d.get("page_cache_cut"), dict):
-                out.append((t, str(host)))
-    return out
+    return [(float(r["t"]), host) for r, host, _ in page_cache_cuts(timeline)]
 
 
 def logs_not_recovered(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:

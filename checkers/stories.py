@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.features import FeaturesInForce, Gate
-from checkers.values import as_int, num
+from checkers.values import as_int, num, page_cache_cuts
 
 #: the stable machine labels (docs/verdict-format.md): the primary one is the protocol step that
 #: let the loss through; a story lists the others that also applied
@@ -167,22 +167,13 @@ def _uncertain_cuts(timeline: list[dict[str, Any]], w: _World) -> list[dict[str,
     (docs/nemeses.md: offsets cut although Kafka may have fsynced them, e.g. with
     ``log.flush.interval.messages`` or ``.ms`` set, or unknown flush settings)."""
     out = []
-    for r in timeline:
-        raw = r.get("detail")
-        if r.get("kind") != "note" or num(r.get("t")) is None or not isinstance(raw, str) or "page_cache_cut" not in raw:
-            continue
-        try:
-            detail = json.loads(raw)
-        except ValueError:
-            continue
-        for host, d in (detail.items() if isinstance(detail, dict) else ()):
-            pc = d.get("page_cache_cut") if isinstance(d, dict) else None
-            for u in (pc.get("uncertain") or []) if isinstance(pc, dict) else ():
-                cut = u.get("cut") if isinstance(u, dict) else None
-                if isinstance(cut, list) and len(cut) == 2 and as_int(cut[0]) is not None and as_int(cut[1]) is not None:
-                    out.append({"t": float(r["t"]), "host": host, "broker": w.broker_of(host), "topic": u.get("topic"),
-                                "partition": as_int(u.get("partition")), "cut": (as_int(cut[0]), as_int(cut[1])),
-                                "why": "; ".join(str(x) for x in u.get("why") or []), "row": r})
+    for r, host, pc in page_cache_cuts(timeline):
+        for u in pc.get("uncertain") or []:
+            cut = u.get("cut") if isinstance(u, dict) else None
+            if isinstance(cut, list) and len(cut) == 2 and as_int(cut[0]) is not None and as_int(cut[1]) is not None:
+                out.append({"t": float(r["t"]), "host": host, "broker": w.broker_of(host), "topic": u.get("topic"),
+                            "partition": as_int(u.get("partition")), "cut": (as_int(cut[0]), as_int(cut[1])),
+                            "why": "; ".join(str(x) for x in u.get("why") or []), "row": r})
     return out
 
 
