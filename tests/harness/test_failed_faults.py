@@ -94,12 +94,19 @@ def test_a_mix_whose_every_reboot_fails_heals_each_and_is_inconclusive(tmp_path)
     assert p.returncode == 4, f"exit {p.returncode}, want 4 (inconclusive):\n{tail}"
     fails = _failed(rd)
     assert len(fails) >= 2, fails
+    tl = read_jsonl(rd / "timeline.jsonl")
+    # a failure in the mix's last seconds is healed (its broker started: no node_exit below) as the
+    # run ends; whether the new process has registered by the time the logs are collected is a
+    # race with the end of the run, so registration is asked of the failures before that
+    # (tests/harness/test_fault_start_failure.py and the targeted test below wait for it)
+    end = next(r["t"] for r in tl if r.get("kind") == "phase" and r.get("phase") == "recovery")
     for f in fails:
         # the one-line reason, and what the heal undid: the broker the reboot had killed was started
         assert "log dir /nonexistent does not exist" in f["detail"]["reason"], f
         assert f["detail"]["undone"] == {"started": f["targets"]}, f
-        assert _registered_after(rd, f), f"{f['targets']} never registered again after the failure at t={f['t']}"
-    tl = read_jsonl(rd / "timeline.jsonl")
+        if f["t"] < end - 6:
+            assert _registered_after(rd, f), f"{f['targets']} never registered again after the failure at t={f['t']}"
+    assert any(_registered_after(rd, f) for f in fails if f["t"] < end - 6), (end, fails)
     assert not [r for r in tl if r.get("kind") == "nemesis" and r.get("phase") == "start"
                 and r["id"] not in {f["id"] for f in fails}], "a fault applied: the test wants every one to fail"
     assert not [r for r in tl if "did not recover" in str(r.get("text"))], "the cluster did not recover"
