@@ -1,11 +1,13 @@
-"""Benchmark: how long an embedded kraftsim cluster takes to be ready, 1 controller vs a quorum.
+"""Benchmark: how long an embedded kraftsim cluster takes to be ready and to stop, 1 controller vs a quorum.
 
 Goal: a 3-controller, 3-broker cluster is ready (``bootstrap.servers=`` printed: every broker
 registered and unfenced, so the Raft quorum has elected a leader and committed the brokers'
 registrations) in <= 5 s, and a 1-controller cluster is no slower than before the quorum
 existed. The two layouts start in turn (1, 3, 1, 3, ...) so drift in the machine's load hits
-both alike; each start is stopped (SIGTERM, waited for) before the next. Prints every start
-and the medians; asserts nothing (timing goals live here, not in unit tests).
+both alike; each start is stopped (SIGTERM, waited for) before the next, and that stop is timed
+too: every faultline run on the embedded cluster pays it once in its teardown (goal: about the
+Raft leader's resignation, KafkaRaftClient.shutdown, not seconds per controller). Prints every
+start and stop and the medians; asserts nothing (timing goals live here, not in unit tests).
 
     python benchmarks/kraftsim_startup.py [--rounds 6] [--brokers 3] [--controllers 1,3]
 """
@@ -27,8 +29,9 @@ from kraftsim_throughput import free_base  # noqa: E402  (same port-picking as t
 REPO = Path(__file__).resolve().parents[1]
 
 
-def ready_seconds(brokers: int, controllers: int) -> float:
-    """Start ``kraftsim cluster``, time until its ready line, stop it. Raises on a failed start."""
+def ready_seconds(brokers: int, controllers: int) -> tuple[float, float]:
+    """Start ``kraftsim cluster``, time until its ready line, stop it (SIGTERM, timed until it
+    exits). Returns (ready, stop) seconds; raises on a failed start."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with tempfile.TemporaryDirectory(prefix="kraftsim-startup-") as d:
         t0 = time.monotonic()
@@ -44,7 +47,10 @@ def ready_seconds(brokers: int, controllers: int) -> float:
             took = time.monotonic() - t0
             if not line.startswith("bootstrap.servers="):
                 raise RuntimeError(f"{controllers}-controller cluster did not start: {line!r}")
-            return took
+            t1 = time.monotonic()
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(30)
+            return took, time.monotonic() - t1
         finally:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -63,16 +69,19 @@ def main() -> int:
     args = ap.parse_args()
     layouts = [int(x) for x in args.controllers.split(",") if x.strip()]
     got: dict[int, list[float]] = {n: [] for n in layouts}
+    stops: dict[int, list[float]] = {n: [] for n in layouts}
     for r in range(args.rounds):
         for n in layouts:
-            s = ready_seconds(args.brokers, n)
+            s, st = ready_seconds(args.brokers, n)
             got[n].append(s)
-            print(f"round {r + 1}/{args.rounds}: {n} controller(s), {args.brokers} brokers: ready in {s:.2f} s",
-                  flush=True)
+            stops[n].append(st)
+            print(f"round {r + 1}/{args.rounds}: {n} controller(s), {args.brokers} brokers: ready in {s:.2f} s, "
+                  f"stopped in {st:.2f} s", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     for n, xs in got.items():
         print(f"{n} controller(s), {args.brokers} brokers: median {statistics.median(xs):.2f} s "
-              f"(min {min(xs):.2f}, max {max(xs):.2f}, {len(xs)} starts)")
+              f"(min {min(xs):.2f}, max {max(xs):.2f}, {len(xs)} starts); "
+              f"stop median {statistics.median(stops[n]):.2f} s (max {max(stops[n]):.2f})")
     if len(layouts) == 2:
         a, b = layouts
         ratios = [y / x for x, y in zip(got[a], got[b])]

@@ -158,7 +158,10 @@ def _stop(pids: list[int], children: dict[int, subprocess.Popen], grace: float) 
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-    for p in children.values():
+    for pid in pids:  # reap only the processes stopped here: the controllers still run while
+        p = children.get(pid)  # the brokers stop, and waiting on them cost 2 s each
+        if p is None:
+            continue
         try:
             p.wait(timeout=2)
         except subprocess.TimeoutExpired:
