@@ -35,7 +35,7 @@ CAMPAIGN = textwrap.dedent(f"""
     name: quiet-quorum
     target: {{inventory: {REPO / 'inventory' / 'local-controllers.yaml'}}}
     topic: {{name: qq, partitions: 2, replication_factor: 3, min_insync_replicas: 2}}
-    workload: {{producers: 1, consumers: 1, rate: 50, duration: 24, drain_timeout: 20, recovery_timeout: 40}}
+    workload: {{producers: 1, consumers: 1, rate: 50, duration: 14, drain_timeout: 20, recovery_timeout: 40}}
     expect: no-loss
 """)
 

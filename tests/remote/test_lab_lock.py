@@ -97,8 +97,10 @@ def test_a_second_run_on_a_held_lab_is_refused_or_waits_and_heals_nothing(tmp_pa
         assert kill["id"] in open_entries(state) and not nodes["broker-3"].service_pids()
         assert a.poll() is None
 
-        # C: waits for A, then runs
-        c = spawn(args + ["--wait"], state, tmp_path / "c.log")
+        # C: waits for A, then runs - calm and short: what it shows is the wait and that it heals
+        # nothing of A's, not another kill
+        c = spawn(args + ["--wait", "--set", "workload.duration=4", "--set", "nemesis.steps=[{wait: 1}]"],
+                  state, tmp_path / "c.log")
         procs.append(c)
         wait_for(lambda: "waiting for the lab" in (tmp_path / "c.log").read_text(), 60, "run C waiting")
         assert a.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-2000:]
