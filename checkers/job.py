@@ -33,7 +33,7 @@ from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.min_isr import MinIsrRule, replication_factor, rule_in_force
 from checkers.replicas import ReplicaLogs, replica_logs
 from checkers.outcome import EXPECTS
-from checkers.session import make_session
+from checkers.session import make_session, session_running
 from checkers.verdict import build_verdict, pkey
 
 #: every anomaly the checker reports, in report order
@@ -335,7 +335,7 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     if events_only.applies(rd):     # only the cluster's logs: their events told, no lost-write verdict
         return events_only.check(rd, expect=expect)
     precheck(rd)
-    own = spark is None
+    own = spark is None and not session_running()   # stop only a session this call starts
     started = time.time()
     session = spark or make_session(spark_master)
     try:

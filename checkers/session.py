@@ -9,9 +9,19 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[2]"
+
+
+def session_running() -> bool:
+    """Whether this process already has a running Spark context.
+
+    Why: ``getOrCreate`` hands every caller in one process the same session, so a caller that
+    stops "its" session ends everyone's (a notebook's, the test suite's shared one). A caller
+    asks this before :func:`make_session` and stops the session only when it started it."""
+    return SparkContext._active_spark_context is not None
 
 
 def make_session(master: str | None = None, app_name: str = "faultline-checker",

@@ -103,18 +103,20 @@ class Judge:
     def __init__(self, log: Path):
         self.log = log
         self.spark: Any = None
+        self.own_session = False
 
     def check(self, run_dir: Path, expect: str | None = "loss", report: bool = False) -> Checked:
         """:func:`harness.check.check_and_report` in this shrink's session (started on first
         need); a replay gets no report (only its mechanism is wanted), the source run does."""
         if self.spark is None:
-            from checkers.session import make_session
+            from checkers.session import make_session, session_running
             os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
                 f"--conf {k}={v}" for k, v in (("spark.sql.ui.retainedExecutions", 20), ("spark.ui.retainedJobs", 50),
                                                ("spark.ui.retainedStages", 50), ("spark.ui.retainedTasks", 1000)))
                 + " pyspark-shell")
             self.log.parent.mkdir(parents=True, exist_ok=True)
             try:
+                self.own_session = not session_running()   # close() stops only what it started
                 with stderr_to(self.log):  # the JVM inherits fd 2: its chatter goes to the log
                     self.spark = make_session(app_name="faultline-shrink")
             except Exception as e:  # noqa: BLE001 - no Spark: infrastructure
@@ -137,6 +139,7 @@ class Judge:
     def close(self) -> None:
         if self.spark is not None:
             try:
-                self.spark.stop()
+                if self.own_session:
+                    self.spark.stop()
             finally:
                 self.spark = None

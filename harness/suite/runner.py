@@ -170,6 +170,7 @@ class SuiteRunner:
         self.cells_dir = suite_dir / "cells"
         self.progress = progress or Progress(total=len(spec.cells))
         self.spark: Any = None
+        self.own_session = False
         self._warm: threading.Thread | None = None
         self._warm_error = ""
         self.child: subprocess.Popen[str] | None = None
@@ -229,9 +230,10 @@ class SuiteRunner:
 
     # -- one cell ----------------------------------------------------------------------------------
     def _start_session(self) -> None:
-        from checkers.session import make_session
+        from checkers.session import make_session, session_running
         from harness.check import stderr_to
 
+        self.own_session = not session_running()   # the end stops only a session it started
         # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
         with stderr_to(self.dir / "checker.log"):
             self.spark = make_session(app_name=f"faultline-suite-{self.spec.name}")
@@ -374,7 +376,8 @@ class SuiteRunner:
                 self._warm = None
             if self.spark is not None:
                 try:
-                    self.spark.stop()
+                    if self.own_session:
+                        self.spark.stop()
                 except Exception:  # noqa: BLE001
                     pass
                 self.spark = None

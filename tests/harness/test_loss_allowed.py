@@ -25,7 +25,6 @@ import junitparser as jp
 import pytest
 
 from checkers.outcome import EXIT_OK
-from checkers.session import make_session
 from harness.campaign import load_campaign
 from harness.suite.runner import SuiteRunner
 from harness.suite.spec import load_suite
@@ -43,15 +42,6 @@ cells:
     expect: loss-allowed
     allowed_by: unclean.leader.election.enable=true
 """
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = make_session("local[2]", app_name="faultline-loss-allowed-test")
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def _junit_failures(path: Path) -> list[tuple[str, str]]:
