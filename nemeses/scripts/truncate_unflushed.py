@@ -85,10 +85,11 @@ the same with or without checkpoints to revert). Which file was un-fsynced:
   record (after the crash the disk holds what it holds).
 - ``kafka`` (Apache Kafka): not knowable from the disk. A ``leader-epoch-checkpoint`` modified
   within the writeback window (``/proc/sys/vm/dirty_expire_centisecs`` on the host, else 30 s)
-  before the cut, on a broker whose Kafka is 3.7.x (``--kafka-version``), is reverted (``torn``
+  before the cut, on a broker whose Kafka is 3.7.0 or 3.7.1 (``--kafka-version``), is reverted (``torn``
   or ``empty``; its old content is not on disk, so never ``old``) and reported uncertain: the
   write may have been an ``assign``, which fsyncs, and the kernel may have written it back
-  sooner. With the version unknown such a file is kept and reported uncertain. The KRaft
+  sooner. With the version unknown (or a later 3.7 release, not checked) such a file is kept
+  and reported uncertain. The KRaft
   metadata log's checkpoint is left alone.
 
 Prints one JSON object: {"partitions": [...], "markers_removed": [...], "checkpoints": [...]};
@@ -340,12 +341,15 @@ def writeback_window():
 
 
 def unsynced_37(version):
-    """True/False: whether this Kafka writes the truncation's checkpoint without fsync (3.7.x);
-    None: not known."""
-    m = re.match(r"^(\d+)\.(\d+)", version or "")
+    """True/False: whether this Kafka writes the truncation's checkpoint without fsync; None: not
+    known. 3.7.0 and 3.7.1 do (checked in their source); 3.7.2 and later 3.7 releases are not in
+    the Kafka mirror this was checked against, so whether they carry the fix is not known."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", version or "")
     if not m:
         return None
-    return (int(m.group(1)), int(m.group(2))) == (3, 7)
+    if (int(m.group(1)), int(m.group(2))) != (3, 7):
+        return False
+    return True if int(m.group(3) or 0) <= 1 else None
 
 
 def set_state(path, state, durable, dry_run):
@@ -407,7 +411,8 @@ def revert_checkpoints(pdir, topic, part, cut_mode, rng, model, kafka_version, w
     if vuln is None:
         out.append({**entry, "state": "kept", "bytes_after": size,
                     "uncertain": f"written {age:.1f} s before the crash, within the writeback window; the broker's "
-                                 "Kafka version is not known (Kafka 3.7.x writes it without fsync on truncation): kept"})
+                                 "Kafka version is not known to write it with or without fsync on truncation "
+                                 f"({kafka_version or 'no version given'}; 3.7.0-3.7.1 do not fsync): kept"})
     elif vuln:
         state = "torn" if cut_mode == "durable" else rng.choice(("empty", "torn", "new"))
         set_state(path, state, None, dry_run)
@@ -432,7 +437,7 @@ def main():
     ap.add_argument("--clean-marker", action="append", default=[],
                     help="extra clean-shutdown marker file names to remove")
     ap.add_argument("--kafka-version", default=None,
-                    help="the broker's Kafka version (kafka flush model): 3.7.x writes truncations' "
+                    help="the broker's Kafka version (kafka flush model): 3.7.0-3.7.1 write truncations' "
                          "leader-epoch checkpoints without fsync; unknown: such files are kept, uncertain")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
