@@ -177,3 +177,13 @@ def flush_config(node: Node, params: dict[str, Any] | None = None) -> tuple[dict
         props = {**props, **{TOPIC_FLUSH_KEYS.get(str(k), str(k)): str(v) for k, v in extra.items()}}
         sources.append("params.kafka_config")
     return {k: props[k] for k in FLUSH_KEYS if k in props}, (" + ".join(sources) or None)
+
+
+def kafka_version(node: Node, params: dict[str, Any] | None = None) -> str | None:
+    """The Kafka release the host runs, where something says it: ``params.kafka_version``, else
+    the node's ``kafka_version`` (the node or its inventory spec); None when nothing does - never
+    guessed from the files. The page-cache cut needs it on Apache Kafka for the checkpoints
+    Kafka 3.7.x wrote without fsync (nemeses/scripts/truncate_unflushed.py): unknown, such a
+    file is kept and reported uncertain."""
+    v = (params or {}).get("kafka_version") or getattr(node, "kafka_version", None) or _spec(node, "kafka_version")
+    return str(v) if v else None

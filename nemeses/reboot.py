@@ -20,6 +20,11 @@ Modes (``params.mode``):
   on Apache Kafka it is the checkpoint, raised by every rolled segment and by what
   ``log.flush.interval.messages`` forced (the broker's own settings, hostinfo.flush_config), and
   what cannot be known exactly is recorded as uncertain, per partition, on the timeline.
+  Checkpoint files written without fsync (Kafka 3.7.x's leader-epoch checkpoint after a
+  truncation) are put in a state a crash may leave them in (``durable``: the new size, zeros;
+  ``random``: old, empty, zeros or new), exact on kraftsim (its record of what it left
+  un-fsynced), by the writeback window and ``kafka_version`` on Apache Kafka (uncertain); the
+  note's ``page_cache_cut.checkpoints`` names each file and its state.
 - ``lazyfs``: where the data dir is on LazyFS, SIGKILL the node and write
   ``lazyfs::clear-cache`` to LazyFS's FIFO (``params.fifo``), as Jepsen does; restart.
 - ``sysrq``: where ``/proc/sysrq-trigger`` is writable, ``echo b`` to it (immediate reboot,
@@ -49,7 +54,7 @@ from typing import Any
 
 from groundwork.transport.base import TransportError
 from nemeses.base import FaultRecord, Nemesis, Node, register
-from nemeses.hostinfo import KRAFTSIM, fault_dirs, flush_config, implementation
+from nemeses.hostinfo import KRAFTSIM, fault_dirs, flush_config, implementation, kafka_version
 from nemeses.scripts import script_text
 
 MODES = ("truncate-unflushed", "lazyfs", "sysrq")
@@ -67,13 +72,18 @@ def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
 
 def truncate_unflushed(node: Node, dirs: list[str], cut: str = "durable", seed: int = 0,
                        extra_markers: list[str] | None = None, *, flush_model: str = "kafka",
-                       config: dict[str, str] | None = None, config_known: bool = True) -> dict[str, Any]:
+                       config: dict[str, str] | None = None, config_known: bool = True,
+                       kafka_version: str | None = None) -> dict[str, Any]:
     """Run the cut on the host; returns its JSON report (raises with its one error line).
 
     ``flush_model``: ``checkpoint`` where the checkpoint is current (kraftsim), ``kafka`` for
-    Apache Kafka's flush paths; ``config``: the broker's ``log.flush.*`` settings."""
+    Apache Kafka's flush paths; ``config``: the broker's ``log.flush.*`` settings;
+    ``kafka_version``: the broker's release where known (Kafka 3.7.x leaves truncations'
+    leader-epoch checkpoints un-fsynced)."""
     argv = ["python3", "-", "--cut", cut, "--seed", str(seed), "--flush-model", flush_model,
             "--role", "controller" if node.role == "controller" else "broker"]
+    if kafka_version:
+        argv += ["--kafka-version", kafka_version]
     for d in dirs:
         argv += ["--log-dir", d]
     for m in extra_markers or []:
@@ -98,6 +108,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
     parts = report.get("partitions", [])
     uncertain = [{"topic": p["topic"], "partition": p["partition"], **p["uncertain"]}
                  for p in parts if p.get("uncertain")]
+    ckpts = report.get("checkpoints", [])
     return {"partitions": {f"{p['topic']}-{p['partition']}": {
         "recovery_point": p["recovery_point"], "durable_offset": p.get("durable_offset"),
         "durable_by": p.get("durable_by"), "log_end_offset_before": p["log_end_offset_before"],
@@ -108,7 +119,14 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
                            "truncated_bytes": sum(p["truncated_bytes"] for p in parts),
                            "uncertain_cut_bytes": sum(u.get("cut_bytes", 0) for u in uncertain),
                            "uncertain_kept_bytes": sum(u.get("kept_bytes", 0) for u in uncertain),
-                           "uncertain": uncertain}}
+                           "uncertain": uncertain,
+                           # the checkpoint files written without fsync, in the state the crash left
+                           # them (old | empty | torn | new | kept), each with what is uncertain
+                           "checkpoints": [{"file": c["file"], "topic": c["topic"], "partition": c["partition"],
+                                            "state": c["state"], "bytes_before": c["bytes_before"],
+                                            "bytes_after": c["bytes_after"], "exact": c["exact"],
+                                            **({"uncertain": c["uncertain"]} if c.get("uncertain") else {})}
+                                           for c in ckpts]}}
 
 
 def cut_note(detail: dict[str, Any]) -> str:
@@ -122,14 +140,23 @@ def cut_note(detail: dict[str, Any]) -> str:
         if pc["uncertain_cut_bytes"] or pc["uncertain_kept_bytes"]:
             txt += (f"; uncertain: {pc['uncertain_cut_bytes']} bytes cut that Kafka may have fsynced, "
                     f"{pc['uncertain_kept_bytes']} kept that it may not have")
+        ckpts = pc.get("checkpoints") or []
+        if ckpts:
+            states: dict[str, int] = {}
+            for c in ckpts:
+                states[c["state"]] = states.get(c["state"], 0) + 1
+            txt += (f"; {len(ckpts)} checkpoint file{'s' if len(ckpts) != 1 else ''} written without fsync: "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
+            if any(c.get("uncertain") for c in ckpts):
+                txt += " (uncertain: see the note's detail)"
         out.append(txt)
     return "; ".join(out) or "reboot applied"
 
 
 def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
     """What the run's notes (run.json ``notes``) say of its page-cache cuts, from the reboots'
-    timeline notes: every cut with uncertain bytes, as its note says it (with the fault id and
-    time), and one line for the others - so a reader of the run learns how much of what the
+    timeline notes: every cut with uncertain bytes or un-fsynced checkpoint files, as its note
+    says it (with the fault id and time), and one line for the others - so a reader of the run learns how much of what the
     cuts removed Kafka may have had on disk (docs/nemeses.md, "What the timeline records")."""
     out, plain, plain_bytes = [], 0, 0
     for r in timeline:
@@ -137,7 +164,7 @@ def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
             continue
         cuts = [d.get("page_cache_cut") for d in r["detail"].values() if isinstance(d, dict)]
         cuts = [c for c in cuts if isinstance(c, dict)]
-        if any(c.get("uncertain_cut_bytes") or c.get("uncertain_kept_bytes") for c in cuts):
+        if any(c.get("uncertain_cut_bytes") or c.get("uncertain_kept_bytes") or c.get("checkpoints") for c in cuts):
             out.append(f"t={float(r.get('t') or 0):.1f}s reboot {r.get('fault_id')}: {r.get('text')}")
         else:
             plain += 1
@@ -197,7 +224,8 @@ class Reboot(Nemesis):
 
         def cut_now() -> dict[str, Any]:
             return truncate_unflushed(node, dirs, cut, seed, params.get("clean_markers"), flush_model=model,
-                                      config=config, config_known=source is not None)
+                                      config=config, config_known=source is not None,
+                                      kafka_version=kafka_version(node, params) if model == "kafka" else None)
         if mode == "sysrq":
             why = sysrq_emulated(node)
             if why is None:

@@ -90,6 +90,8 @@ class Assembler:
     acting_isr: dict[tuple[int | None, str, int], tuple[int | None, list[int]]] = field(default_factory=dict)
     last_trunc: dict[tuple[int | None, str, int], dict[str, Any]] = field(default_factory=dict)
     unused: int = 0                             # observations that changed nothing (duplicates)
+    #: (node, log dir) taken offline since that node's process last started loading its logs
+    offline: set[tuple[int | None, str]] = field(default_factory=set)
     #: hosts whose controller is loading its metadata log: started, not yet active or standby
     loading: set[str] = field(default_factory=set)
     replayed: int = 0                           # records replayed while loading: state, no event
@@ -398,6 +400,16 @@ class Assembler:
                        from_offset=o["from_offset"], to_offset=o["to_offset"], reason=o["reason"])
         elif k == "log_start":
             self.shutdown_clean.pop(o["node"], None)    # a new start: only its own lines tell
+            self.offline = {nd for nd in self.offline if nd[0] != o["node"]}
+        elif k == "log_dir_failed":
+            # LogDirFailureChannel: a dir goes offline once per process (maybeAddOfflineLogDir
+            # logs every error, queues the dir once); kraftsim's log_dir_offline
+            key = (o["node"], o["dir"].rstrip("/") or "/")
+            if key in self.offline:
+                self.unused += 1
+            else:
+                self.offline.add(key)
+                self._emit(o, "log_dir_offline", log_dir=key[1], error=o["error"])
         elif k == "log_dir":
             self.unclean_dirs[(o["node"], o["dir"].rstrip("/"))] = not o["clean"]
             self.shutdown_clean[o["node"]] = o["clean"]     # (several log dirs: the last one's word)

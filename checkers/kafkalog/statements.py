@@ -241,6 +241,14 @@ _CORRUPTION = re.compile(r"^Corruption found in segment (-?\d+), ?truncating to 
 _LOADED = re.compile(r"^Completed load of Log\(dir=([^,]+), (.*?)\) with (\d+) segments")
 # LogManager.loadLogs (3.4+): a broker starting; what it finds about a clean shutdown follows
 _LOADING = re.compile(r"^Loading logs from log dirs ")
+# LogDirFailureChannel.maybeAddOfflineLogDir (ERROR, its message first; 3.4+): a checkpoint that
+# cannot be read (CheckpointFileWithFailureHandler.read: "Error while reading checkpoint file
+# {path}") or written, or LogManager.loadLogs' IOException ("Error while loading log dir {dir}").
+# The dir the channel takes offline: a leader-epoch checkpoint's grandparent
+# (LeaderEpochCheckpointFile: file.getParentFile().getParent()), an offset checkpoint's parent
+# (OffsetCheckpointFile: file.getParent)
+_CKPT_FAILED = re.compile(r"^Error while (reading|writing to) checkpoint file (\S+)")
+_DIR_FAILED = re.compile(r"^Error while loading log dir (\S+)")
 # A Kafka process starting: Log4jControllerRegistration's line is the first every process writes
 # (3.4+); ControllerServer.startup and SharedServer.start name the node. What a controller
 # replays after it, until it is caught up, is the metadata log it wrote before.
@@ -259,7 +267,8 @@ WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial Re
            "Skipped the become-", "ISR updated to", "Failed to alter partition", "Shrinking ISR",
            "Truncating partition", "Reset fetch offset", "Truncate fully", "Truncating to",
            "Recovering unflushed segment", "Corruption found in segment", "Completed load of Log",
-           "Successfully registered broker", "In the new epoch")
+           "Successfully registered broker", "In the new epoch", "Error while reading checkpoint file",
+           "Error while writing to checkpoint file", "Error while loading log dir")
 
 
 def _tp(text: str) -> dict[str, Any] | None:
@@ -527,6 +536,15 @@ def _storage(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) ->
                 "reason": "offset_out_of_range"}
     if _LOADING.match(msg):
         return {"kind": "log_start"}
+    m = _CKPT_FAILED.match(msg)
+    if m:
+        path = m.group(2).rstrip("/")
+        up = 2 if path.rsplit("/", 1)[-1] == "leader-epoch-checkpoint" else 1
+        d = path.rsplit("/", up)[0] if path.count("/") >= up else path
+        return {"kind": "log_dir_failed", "dir": d or "/", "error": msg.splitlines()[0]}
+    m = _DIR_FAILED.match(msg)
+    if m:
+        return {"kind": "log_dir_failed", "dir": m.group(1), "error": msg.splitlines()[0]}
     m = _DIR_UNCLEAN.match(msg)
     if m:
         return {"kind": "log_dir", "dir": m.group(1), "clean": False}

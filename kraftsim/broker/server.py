@@ -35,6 +35,7 @@ from kraftsim.broker.replica_manager import ReplicaManager
 from kraftsim.config import Config
 from kraftsim.events import EventLog
 from kraftsim.metadata import MetadataImage
+from kraftsim.raft.client import halt
 from kraftsim.raft.controller_channel import ControllerLocator, QuorumClient
 from kraftsim.storage.manager import LogManager
 from kraftsim.wire import Server
@@ -61,6 +62,8 @@ class BrokerServer:
                                epoch_checkpoint_sync_on_truncation=not cfg.features.epoch_checkpoint_truncation_unsynced)
         mdir = Path(cfg["metadata.log.dir"]) if cfg["metadata.log.dir"] else Path(cfg["log.dirs"][0]) / "kraftsim-metadata"
         self.stopping = False
+        #: Exit.halt (a test of the load may pass a recorder instead)
+        self.on_fatal: Callable[[int], None] = halt
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
         self.server: Server | None = None
@@ -148,10 +151,41 @@ class BrokerServer:
         if self.logs.loaded:
             return
         self.logs.load()
+        if self.logs.offline_dirs:
+            self.handle_log_dir_failure()
         for log in self.logs.logs().values():
             # UnifiedLog.loadProducerState runs while the logs load: never later on the event loop
             log.producer_state()
         self.replica_manager.load_high_watermarks()   # ReplicaManager reads it once the logs loaded
+
+    def handle_log_dir_failure(self) -> None:
+        """What Kafka 3.7 does once a log dir went offline while its logs loaded: ReplicaManager's
+        LogDirFailureHandler thread (started by replicaManager.startup, right after
+        LogManager.startup in BrokerMetadataPublisher.initializeManagers) takes the dir from the
+        LogDirFailureChannel → ReplicaManager.handleLogDirFailure ("Stopping serving replicas in
+        dir") → LogManager.handleLogDirFailure, which halts when no live dir is left ("Shutdown
+        broker because all log dirs in ... have failed", Exit.halt(1)); else ReplicaManager halts
+        when the failed dir holds the metadata log ("Shutdown broker because the metadata log dir
+        ... has failed"; 3.7.0 core/src/main/scala/kafka/server/ReplicaManager.scala and
+        core/src/main/scala/kafka/log/LogManager.scala). A restart finds the same file and halts
+        again. A broker serving on with some dirs offline (JBOD: the directory's failure sent to
+        the controller, BrokerLifecycleManager.propagateDirectoryFailure) is not modelled: kraftsim
+        says so and exits 2."""
+        for d, error in self.logs.offline_dirs.items():
+            self.ev.log(f"ERROR Error while loading log dir {d}: {error}")
+            self.ev.log(f"WARN Stopping serving replicas in dir {d}")
+            self.ev.log(f"WARN Stopping serving logs in dir {d}")
+        if not self.logs.live_dirs:
+            self.ev.log("FATAL Shutdown broker because all log dirs in "
+                        f"{', '.join(str(d) for d in self.logs.log_dirs)} have failed")
+            self.on_fatal(1)
+        mdir = Path(self.cfg["metadata.log.dir"]) if self.cfg["metadata.log.dir"] else Path(self.cfg["log.dirs"][0])
+        if any(mdir == d or d in mdir.parents for d in self.logs.offline_dirs):
+            self.ev.log(f"FATAL Shutdown broker because the metadata log dir {mdir} has failed")
+            self.on_fatal(1)
+        self.ev.log("kraftsim does not model a broker serving with some of its log dirs offline "
+                    f"({', '.join(str(d) for d in self.logs.offline_dirs)}); exiting")
+        self.on_fatal(2)
 
     async def shutdown(self) -> None:
         """Clean shutdown: controlled shutdown, then flush, checkpoints and the clean marker."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -44,13 +45,34 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+#: beside a file kraftsim replaced without fsync: what the disk durably holds for it (see
+#: :func:`atomic_write`); the page-cache-loss cut (nemeses/scripts/truncate_unflushed.py) reads it
+UNSYNCED_SUFFIX = ".kraftsim-unsynced"
+
+
 def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
     """Write ``text`` to ``path`` via ``path.tmp`` + fsync + rename, like Kafka's CheckpointFile.
     ``sync`` False: neither the file nor the directory is fsynced (Kafka 3.7's
     ``CheckpointFile.write(entries, false)``: ``atomicMoveWithFallback(temp, path, false)``), so a
-    page-cache loss may leave the old file, the new one, or an empty one."""
+    page-cache loss may leave the old file, the new one, an empty one or one of the new size
+    that reads as zeros.
+
+    kraftsim stands in for the kernel's dirty-page state here: before the first unsynced
+    replace of a file it writes ``<file>.kraftsim-unsynced`` (JSON: the durable content, the
+    time), and the next synced write of the file removes it. A real kernel writes dirty pages
+    back on its own (``vm.dirty_expire_centisecs``); the record, like the recovery-point
+    checkpoint for the segments, says what Kafka itself made durable, which is what a
+    page-cache-loss cut may take away (docs/nemeses.md, "Checkpoints written without fsync")."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
+    unsynced = path.with_name(path.name + UNSYNCED_SUFFIX)
+    if not sync and not unsynced.exists():
+        try:
+            durable: str | None = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            durable = None
+        with open(unsynced, "w", encoding="utf-8") as f:
+            json.dump({"file": path.name, "durable": durable, "since": time.time()}, f)
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
         f.flush()
@@ -59,6 +81,17 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+        try:
+            unsynced.unlink()
+        except FileNotFoundError:
+            pass
+    else:
+        with open(unsynced, "r+", encoding="utf-8") as f:   # the newest unsynced write's time
+            rec = json.load(f)
+            rec["written"] = time.time()
+            f.seek(0)
+            json.dump(rec, f)
+            f.truncate()
 
 
 def _read_lines(path: Path) -> list[str] | None:
@@ -70,30 +103,49 @@ def _read_lines(path: Path) -> list[str] | None:
         raise CheckpointError(f"{path}: not UTF-8 text; want Kafka's checkpoint text format") from None
 
 
+def _reader_lines(text: str) -> list[str]:
+    """The lines ``BufferedReader.readLine`` returns: split at ``\n``, ``\r`` or ``\r\n``, the
+    last one kept without its terminator; an empty file has none."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+_JAVA_INT = re.compile(r"[+-]?\d+")
+
+
 def _parse_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
-    """Parse version, count and ``count`` lines of ``fields`` space-separated columns."""
+    """Version, count and ``count`` lines of ``fields`` columns, read as Kafka's
+    ``CheckpointFile.CheckpointReadBuffer.read`` does (server-common/src/main/java/org/apache/
+    kafka/server/common/CheckpointFile.java, 3.7.0): no first line (a zero-length file) or no
+    count line is an empty checkpoint, silently; a version or count that is not an integer, a
+    line that is not ``fields`` columns ("Malformed line in checkpoint file") and a count that
+    differs from the lines ("Expected [n] entries") are errors. None: no file."""
     lines = _read_lines(path)
     if lines is None:
         return None
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: want a version line and a count line, file has {len(lines)} line(s)")
-    if lines[0].strip() != str(CHECKPOINT_VERSION):
+    lines = _reader_lines("\n".join(lines))
+    if not lines:
+        return []   # readLine() == null: Collections.emptyList()
+    if not _JAVA_INT.fullmatch(lines[0]):
+        raise CheckpointError(f"{path}: line 1: malformed line {lines[0][:40]!r}, want the version {CHECKPOINT_VERSION}")
+    if int(lines[0]) != CHECKPOINT_VERSION:
         raise CheckpointError(f"{path}: line 1: version {lines[0].strip()!r}, want {CHECKPOINT_VERSION}")
-    try:
-        count = int(lines[1].strip())
-    except ValueError:
-        raise CheckpointError(f"{path}: line 2: count {lines[1].strip()!r} is not an integer") from None
+    if len(lines) < 2:
+        return []   # no count line: Collections.emptyList()
+    if not _JAVA_INT.fullmatch(lines[1]):
+        raise CheckpointError(f"{path}: line 2: count {lines[1][:40]!r} is not an integer")
+    count = int(lines[1])
     body = lines[2:]
-    if len(body) != count:
-        raise CheckpointError(f"{path}: line 2 says {count} entries, file has {len(body)}")
     rows = []
     for i, line in enumerate(body, start=3):
         cols = line.split()
         if len(cols) != fields:
-            raise CheckpointError(f"{path}: line {i}: {line!r}, want {fields} space-separated fields")
+            raise CheckpointError(f"{path}: line {i}: {line[:60]!r}, want {fields} space-separated fields")
         rows.append(cols)
+    if len(body) != count:
+        raise CheckpointError(f"{path}: line 2 says {count} entries, file has {len(body)}")
     return rows
 
 

@@ -80,6 +80,8 @@ class LogManager:
         #: LogManager.hadCleanShutdownFlags / loadLogsCompletedFlags, per dir, set by :meth:`load`
         self._had_clean: dict[Path, bool] = {}
         self._load_completed: set[Path] = set()
+        #: dirs taken offline while loading (LogDirFailureChannel), with the first error
+        self.offline_dirs: dict[Path, str] = {}
 
     # ------------------------------------------------------------------ startup
 
@@ -161,21 +163,48 @@ class LogManager:
                             epoch_checkpoint_sync_on_truncation=self.epoch_checkpoint_sync_on_truncation,
                         )
                     except CheckpointError as e:
-                        raise StorageConfigError(str(e)) from None
+                        # LogManager.loadLogs (3.7.0 core/src/main/scala/kafka/log/LogManager.scala):
+                        # a checkpoint that cannot be read raised KafkaStorageException from
+                        # CheckpointFileWithFailureHandler.read, which already called
+                        # LogDirFailureChannel.maybeAddOfflineLogDir ("Error while reading checkpoint
+                        # file ..."); the log is not loaded, the dir's other logs are
+                        self._offline(d, str(e), key)
+                        continue
                     except OSError as e:
                         raise StorageConfigError(f"{e.filename or child}: cannot open partition log: {e.strerror}") from None
                     self._register(key, d, log)
                     n += 1
+                if d in self.offline_dirs:
+                    continue   # handleLogDirFailure drops the dir's logs and never marks it loaded
                 self._load_completed.add(d)   # loadLogs: loadLogsCompletedFlags.put(dir, true)
                 if self.on_event is not None:
                     self.on_event("log_dir_loaded", {"log_dir": str(d), "clean_shutdown": clean, "logs": n})
+            for d in self.offline_dirs:   # ReplicaManager/LogManager.handleLogDirFailure
+                for key in [k for k, kd in self._dir_of.items() if kd == d]:
+                    self._logs.pop(key).close(clean=False)
+                    del self._dir_of[key]
             self._loaded = True
             # Kafka checkpoints right after loading, then deletes the marker: from here on a
             # crash must be detected as unclean.
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
-            for d in self.log_dirs:
+            for d in self.live_dirs:
                 remove_clean_shutdown(d)
+
+    def _offline(self, d: Path, error: str, key: tuple[str, int]) -> None:
+        """LogDirFailureChannel.maybeAddOfflineLogDir: the first error of a dir takes it offline
+        (one ``log_dir_offline`` event, Kafka's ERROR "Error while reading checkpoint file ...")."""
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs[d] = error
+        if self.on_event is not None:
+            self.on_event("log_dir_offline", {"log_dir": str(d), "error": error, "topic": key[0],
+                                              "partition": key[1]})
+
+    @property
+    def live_dirs(self) -> list[Path]:
+        """LogManager.liveLogDirs: the dirs not taken offline."""
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _register(self, key: tuple[str, int], d: Path, log: PartitionLog) -> None:
         log.on_flush = self._on_flush
@@ -197,10 +226,10 @@ class LogManager:
             log = self._logs.get(key)
             if log is not None:
                 return log
-            counts = {d: 0 for d in self.log_dirs}
+            counts = {d: 0 for d in self.live_dirs}
             for k, d in self._dir_of.items():
                 counts[d] += 1
-            d = min(self.log_dirs, key=lambda x: counts[x])  # Kafka: dir with fewest partitions
+            d = min(self.live_dirs, key=lambda x: counts[x])  # Kafka: dir with fewest partitions
             log = PartitionLog.open(
                 d / f"{topic}-{partition}", topic, partition, recovery_point=0, clean=True,
                 segment_bytes=self.segment_bytes, flush_interval_messages=self.flush_interval_messages,
@@ -216,7 +245,7 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def _by_dir(self, values: dict[tuple[str, int], int], dirs: list[Path] | None = None) -> dict[Path, dict]:
-        out: dict[Path, dict] = {d: {} for d in (dirs or self.log_dirs)}
+        out: dict[Path, dict] = {d: {} for d in (dirs or self.live_dirs)}
         for key, v in values.items():
             d = self._dir_of.get(key)
             if d in out:
@@ -275,7 +304,7 @@ class LogManager:
                 self.checkpoint_log_start_offsets()
             if hwms is not None and self._loaded:
                 self.checkpoint_high_watermarks(hwms)
-            for d in self.log_dirs:
+            for d in self.live_dirs:   # LogManager.shutdown: liveLogDirs only
                 if not self._markers_read:
                     continue
                 if self.clean_shutdown_marker_needs_load and not (self._had_clean.get(d) or d in self._load_completed):

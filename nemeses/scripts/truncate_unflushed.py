@@ -55,8 +55,45 @@ cut are deleted, index files (``.index``, ``.timeindex``, ``.txnindex``) of the 
 removed so they are rebuilt, producer snapshots past the cut are deleted, and the clean-shutdown
 marker is removed so the node runs recovery.
 
-Prints one JSON object: {"partitions": [...], "markers_removed": [...]}; exit 2 with one
-line on bad input (missing log dir, unreadable checkpoint, bad --config).
+Checkpoint files written without fsync. Kafka 3.7.0-3.7.x writes a partition's
+``leader-epoch-checkpoint`` on a truncation (LeaderEpochFileCache.truncateFromEnd /
+truncateFromStart, ``writeToFile(false)``) as ``CheckpointFile.write(entries, false)`` does: a
+temp file, no fsync, a rename, no directory fsync. A power loss before the kernel wrote the
+dirty pages back (``vm.dirty_expire_centisecs``, 30 s by default) may leave any of:
+
+- ``old``: the rename never reached the disk; the previous, durable file;
+- ``new``: the kernel wrote everything back in time;
+- ``empty``: the rename (and a zero size) reached the journal, the data was never allocated
+  (delayed allocation); Kafka reads a zero-length checkpoint as empty, silently
+  (CheckpointFile.CheckpointReadBuffer.read: ``readLine() == null``);
+- ``torn``: the journal committed the rename and the new size, the data blocks were never
+  written: the file has its new length and reads as zeros (what XFS shows for an extent
+  allocated but never written). Kafka reads a malformed line, takes the log dir offline, and
+  with no dir left the broker halts.
+
+``--cut durable`` takes ``torn``: of the file's new version nothing but what the filesystem
+journal commits on its own (the rename and the inode size) is taken as durable - no data byte
+that was not fsynced survives, as for the segments - and it is the state Kafka can observe
+that does the most at once (a whole log dir offline rather than a silently empty cache).
+``--cut random`` picks one of the four, seeded (its own generator: the segments' random cut is
+the same with or without checkpoints to revert). Which file was un-fsynced:
+
+- ``checkpoint`` (kraftsim): exact. kraftsim stands in for the kernel's dirty-page state: before
+  its first unsynced replace of a file it writes ``<file>.kraftsim-unsynced`` (JSON: the durable
+  content, when it became unsynced) and removes it at the next synced write
+  (kraftsim/storage/checkpoints.py atomic_write). The cut applies the state and removes the
+  record (after the crash the disk holds what it holds).
+- ``kafka`` (Apache Kafka): not knowable from the disk. A ``leader-epoch-checkpoint`` modified
+  within the writeback window (``/proc/sys/vm/dirty_expire_centisecs`` on the host, else 30 s)
+  before the cut, on a broker whose Kafka is 3.7.0 or 3.7.1 (``--kafka-version``), is reverted (``torn``
+  or ``empty``; its old content is not on disk, so never ``old``) and reported uncertain: the
+  write may have been an ``assign``, which fsyncs, and the kernel may have written it back
+  sooner. With the version unknown (or a later 3.7 release, not checked) such a file is kept
+  and reported uncertain. The KRaft
+  metadata log's checkpoint is left alone.
+
+Prints one JSON object: {"partitions": [...], "markers_removed": [...], "checkpoints": [...]};
+exit 2 with one line on bad input (missing log dir, unreadable checkpoint, bad --config).
 """
 import argparse
 import json
@@ -65,6 +102,7 @@ import random
 import re
 import struct
 import sys
+import time
 
 SEGMENT = re.compile(r"^(\d{20})\.log$")
 PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -72,6 +110,11 @@ CLEAN_MARKERS = (".kafka_cleanshutdown", "cleanshutdown", ".clean-shutdown")
 METADATA_TOPIC = "__cluster_metadata"
 NEVER = 2 ** 63 - 1  # Long.MaxValue: Kafka's default for the flush intervals (never)
 FLUSH_KEYS = ("log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNSYNCED_SUFFIX = ".kraftsim-unsynced"   # kraftsim/storage/checkpoints.py UNSYNCED_SUFFIX
+CHECKPOINT_STATES = ("old", "empty", "torn", "new")
+DIRTY_EXPIRE = "/proc/sys/vm/dirty_expire_centisecs"
+DEFAULT_WRITEBACK_S = 30.0
 
 
 def fail(msg):
@@ -288,6 +331,98 @@ def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, 
     return report
 
 
+def writeback_window():
+    """(seconds, source): how long a dirty page may stay unwritten on this host."""
+    try:
+        with open(DIRTY_EXPIRE) as fh:
+            return int(fh.read().strip()) / 100.0, DIRTY_EXPIRE
+    except (OSError, ValueError):
+        return DEFAULT_WRITEBACK_S, "default (30 s): " + DIRTY_EXPIRE + " not readable"
+
+
+def unsynced_37(version):
+    """True/False: whether this Kafka writes the truncation's checkpoint without fsync; None: not
+    known. 3.7.0 and 3.7.1 do (checked in their source); 3.7.2 and later 3.7 releases are not in
+    the Kafka mirror this was checked against, so whether they carry the fix is not known."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    if not m:
+        return None
+    if (int(m.group(1)), int(m.group(2))) != (3, 7):
+        return False
+    return True if int(m.group(3) or 0) <= 1 else None
+
+
+def set_state(path, state, durable, dry_run):
+    """Leave ``path`` as the crash ``state`` left it (same inode where the file stays)."""
+    if dry_run or state == "new":
+        return
+    if state == "old" and durable is None:
+        os.remove(path)
+        return
+    size = os.path.getsize(path)
+    data = {"old": (durable or "").encode("utf-8"), "empty": b"", "torn": b"\0" * size}[state]
+    with open(path, "r+b") as fh:
+        fh.write(data)
+        fh.truncate(len(data))
+
+
+def revert_checkpoints(pdir, topic, part, cut_mode, rng, model, kafka_version, window, now, dry_run):
+    """The un-fsynced checkpoint files of one partition dir, put in their post-crash state."""
+    out = []
+    if model == "checkpoint":
+        for n in sorted(os.listdir(pdir)):
+            if not n.endswith(UNSYNCED_SUFFIX):
+                continue
+            rec_path = os.path.join(pdir, n)
+            try:
+                with open(rec_path) as fh:
+                    rec = json.load(fh)
+                durable = rec["durable"]
+            except (OSError, ValueError, KeyError, TypeError):
+                fail(f"{rec_path}: not kraftsim's record of an unsynced write (want JSON with 'durable')")
+            path = os.path.join(pdir, n[:-len(UNSYNCED_SUFFIX)])
+            if os.path.exists(path):
+                state = "torn" if cut_mode == "durable" else rng.choice(CHECKPOINT_STATES)
+                size = os.path.getsize(path)
+                set_state(path, state, durable, dry_run)
+                out.append({"file": path, "topic": topic, "partition": part, "state": state, "bytes_before": size,
+                            "bytes_after": 0 if state == "old" and durable is None else
+                            {"old": len((durable or "").encode("utf-8")), "empty": 0, "torn": size, "new": size}[state],
+                            "durable_existed": durable is not None,
+                            "unsynced_for_s": round(now - float(rec.get("since", now)), 3),
+                            "last_written_s_ago": round(now - float(rec.get("written", now)), 3),
+                            "exact": True})
+            if not dry_run:
+                os.remove(rec_path)
+        return out
+    if topic == METADATA_TOPIC:
+        return out
+    path = os.path.join(pdir, EPOCH_CHECKPOINT)
+    if not os.path.isfile(path):
+        return out
+    age = now - os.path.getmtime(path)
+    if age > window[0]:
+        return out
+    size = os.path.getsize(path)
+    entry = {"file": path, "topic": topic, "partition": part, "bytes_before": size,
+             "last_written_s_ago": round(age, 3), "writeback_window_s": window[0], "window_from": window[1],
+             "exact": False}
+    vuln = unsynced_37(kafka_version)
+    if vuln is None:
+        out.append({**entry, "state": "kept", "bytes_after": size,
+                    "uncertain": f"written {age:.1f} s before the crash, within the writeback window; the broker's "
+                                 "Kafka version is not known to write it with or without fsync on truncation "
+                                 f"({kafka_version or 'no version given'}; 3.7.0-3.7.1 do not fsync): kept"})
+    elif vuln:
+        state = "torn" if cut_mode == "durable" else rng.choice(("empty", "torn", "new"))
+        set_state(path, state, None, dry_run)
+        out.append({**entry, "state": state, "bytes_after": 0 if state == "empty" else size,
+                    "uncertain": f"written {age:.1f} s before the crash by Kafka {kafka_version}: unsynced if a "
+                                 "truncation wrote it (LeaderEpochFileCache.truncateFromEnd/Start), fsynced if an "
+                                 "assign did; the kernel may have written it back before the window ran out"})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description="page-cache-loss cut of a stopped Kafka node's logs")
     ap.add_argument("--log-dir", action="append", required=True, help="a log.dirs / metadata.log.dir entry (repeatable)")
@@ -301,14 +436,21 @@ def main():
                     help="the broker's flush settings could not be read: every cut byte is uncertain")
     ap.add_argument("--clean-marker", action="append", default=[],
                     help="extra clean-shutdown marker file names to remove")
+    ap.add_argument("--kafka-version", default=None,
+                    help="the broker's Kafka version (kafka flush model): 3.7.0-3.7.1 write truncations' "
+                         "leader-epoch checkpoints without fsync; unknown: such files are kept, uncertain")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    ckpt_rng = random.Random(f"{a.seed}:checkpoints")
+    window = writeback_window()
+    now = time.time()
     cut_mode = "random" if a.cut == "random" else "durable"
     flush = flush_settings(a.config)
     known = a.flush_model == "checkpoint" or not a.config_unknown
     out = {"partitions": [], "markers_removed": [], "flush_model": a.flush_model, "role": a.role,
-           "flush": {k: (None if v >= NEVER else v) for k, v in flush.items()}, "config_known": known}
+           "flush": {k: (None if v >= NEVER else v) for k, v in flush.items()}, "config_known": known,
+           "checkpoints": [], "kafka_version": a.kafka_version}
     for d in a.log_dir:
         if not os.path.isdir(d):
             fail(f"log dir {d} does not exist (check log.dirs / metadata.log.dir in the node's config)")
@@ -319,6 +461,8 @@ def main():
             if not m or not os.path.isdir(pdir) or n.endswith("-delete"):
                 continue
             topic, part = m.group(1), int(m.group(2))
+            out["checkpoints"] += revert_checkpoints(pdir, topic, part, cut_mode, ckpt_rng, a.flush_model,
+                                                     a.kafka_version, window, now, a.dry_run)
             if not any(SEGMENT.match(f) for f in os.listdir(pdir)):
                 continue
             # no checkpoint entry: nothing of this partition was known flushed when it was written

@@ -238,6 +238,12 @@ WORDINGS = [
      "lastStableOffset=5, logStartOffset=0, logEndOffset=9) with 1 segments, local-log-start-offset 0 and "
      "log-end-offset 9 in 12ms (1/1 completed in /data)",
      {"kind": "log_loaded", "topic": "foo", "partition": 0, "log_end_offset": 9, "log_start_offset": 0}),
+    # LogDirFailureChannel.maybeAddOfflineLogDir: the dir a checkpoint's failure takes offline
+    ("Error while reading checkpoint file /data/foo-0/leader-epoch-checkpoint",
+     {"kind": "log_dir_failed", "dir": "/data"}),
+    ("Error while writing to checkpoint file /data/recovery-point-offset-checkpoint",
+     {"kind": "log_dir_failed", "dir": "/data"}),
+    ("Error while loading log dir /data", {"kind": "log_dir_failed", "dir": "/data"}),
     # LogLoader (Java, 4.0): integer division prints one number
     ("[LogLoader partition=foo-0, dir=/data] Recovering unflushed segment 0. 0 recovered for foo-0.",
      {"kind": "recovering", "segment": 0}),
@@ -742,3 +748,28 @@ def test_a_record_written_twice_by_two_appenders_is_read_once(tmp_path):
     ev = kafkalog.read_cluster_logs(tmp_path / "cluster-logs")
     assert [(e["event"], e["topic"], e["accepted"]) for e in ev] == [("alter_partition", "a", False),
                                                                      ("alter_partition", "b", False)]
+
+
+def test_a_torn_leader_epoch_checkpoint_at_start_is_a_log_dir_offline(tmp_path):
+    """Kafka 3.7's lines when a broker's load finds a leader-epoch checkpoint of zeros
+    (CheckpointFileWithFailureHandler.read → LogDirFailureChannel.maybeAddOfflineLogDir, then
+    LogManager.handleLogDirFailure halting): one log_dir_offline per dir and process start, as
+    kraftsim writes it, whatever else the channel logs for the same dir."""
+    h = tmp_path / "cluster-logs" / "kafka-2"
+    h.mkdir(parents=True)
+    (h / "kafka-logs.json").write_text(json.dumps({"node_id": 2, "timezone": "UTC"}))
+    start = ("[2024-05-01 12:00:0{s},000] INFO Loading logs from log dirs ArrayBuffer(/data) "
+             "(kafka.log.LogManager)\n")
+    failed = ("[2024-05-01 12:00:0{s},100] ERROR Error while reading checkpoint file /data/foo-0/leader-epoch-checkpoint "
+              "(org.apache.kafka.storage.internals.log.LogDirFailureChannel)\n"
+              "java.io.IOException: Malformed line in checkpoint file [/data/foo-0/leader-epoch-checkpoint]: \0\0\0\0\n"
+              "\tat org.apache.kafka.server.common.CheckpointFile$CheckpointReadBuffer.read(CheckpointFile.java:162)\n"
+              "[2024-05-01 12:00:0{s},200] ERROR Error while reading checkpoint file /data/foo-1/leader-epoch-checkpoint "
+              "(org.apache.kafka.storage.internals.log.LogDirFailureChannel)\n"
+              "[2024-05-01 12:00:0{s},900] FATAL Shutdown broker because all log dirs in /data have failed "
+              "(kafka.log.LogManager)\n")
+    (h / "server.log").write_text(start.format(s=1) + failed.format(s=1) + start.format(s=5) + failed.format(s=5))
+    st = kafkalog.Stats()
+    ev = [e for e in kafkalog.read_cluster_logs(tmp_path / "cluster-logs", stats=st) if e["event"] == "log_dir_offline"]
+    assert [(e["node"], e["log_dir"]) for e in ev] == [(2, "/data"), (2, "/data")]
+    assert "leader-epoch-checkpoint" in ev[0]["error"] and st.not_understood == 0

@@ -3,6 +3,7 @@ LogManager that uses them (identity checks, clean-shutdown detection, recovery o
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from kraftsim.storage import LogManager, StorageConfigError
 from kraftsim.storage.checkpoints import (
+    UNSYNCED_SUFFIX,
     CheckpointError,
     read_clean_shutdown,
     read_leader_epoch_checkpoint,
@@ -55,7 +57,7 @@ def test_leader_epoch_checkpoint_bytes_match_kafka(tmp_path):
     (b"0\n1\nt 0\n", "line 3: 't 0', want 3 space-separated fields"),
     (b"0\n1\nt x 5\n", "line 3: partition 'x' is not an integer"),
     (b"0\nmany\n", "line 2: count 'many' is not an integer"),
-    (b"", "want a version line and a count line"),
+    (b"\0\0\0\0\0\0", "line 1: malformed line"),
 ])
 def test_malformed_checkpoint_is_one_clear_line(tmp_path, text, want):
     path = tmp_path / "replication-offset-checkpoint"
@@ -64,6 +66,31 @@ def test_malformed_checkpoint_is_one_clear_line(tmp_path, text, want):
         read_offset_checkpoint(path)
     msg = str(e.value)
     assert want in msg and str(path) in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("text", [b"", b"0\n"])
+def test_checkpoint_without_a_count_line_reads_empty(tmp_path, text):
+    """CheckpointFile.CheckpointReadBuffer.read: readLine() == null for the version or the count
+    line is an empty checkpoint, silently (a zero-length file after a lost write)."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_bytes(text)
+    assert read_leader_epoch_checkpoint(path) == []
+    assert read_offset_checkpoint(path) == {}
+
+
+def test_unsynced_write_records_the_durable_content(tmp_path):
+    """atomic_write(sync=False) keeps, beside the file, what the disk durably held before the
+    first unsynced replace; a synced write makes the file durable and drops the record."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    write_leader_epoch_checkpoint(path, [(0, 0), (1, 5)])
+    side = tmp_path / ("leader-epoch-checkpoint" + UNSYNCED_SUFFIX)
+    write_leader_epoch_checkpoint(path, [(0, 0)], sync=False)
+    write_leader_epoch_checkpoint(path, [], sync=False)
+    rec = json.loads(side.read_text())
+    assert rec["durable"] == "0\n2\n0 0\n1 5\n" and rec["written"] >= rec["since"]
+    assert read_leader_epoch_checkpoint(path) == []
+    write_leader_epoch_checkpoint(path, [(2, 7)])
+    assert not side.exists()
 
 
 def test_reads_kafka_meta_properties_and_clean_shutdown_marker(tmp_path):
