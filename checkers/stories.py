@@ -308,8 +308,14 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     # its time window has slack for clock skew, so a truncation that came *after* the election,
     # caused by a later leader (a dead ISR member elected cleanly, then an unclean winner that
     # everyone truncated to), could otherwise be read as the earlier winner's shortness.
+    # Elections after the first lost write was acknowledged come first: one within the clock-skew
+    # slack before it is a candidate only when no later one explains the loss - its winner may
+    # have taken over short and then acknowledged the lost writes itself, lost by a later
+    # election (a kill, a clean election, then an unclean one back to the killed leader).
+    ordered = ([e for e in elections if a0 is None or e["t"] >= a0]
+               + [e for e in elections if a0 is not None and e["t"] < a0])
     for direct in (True, False):
-        for e in elections:
+        for e in ordered:
             b = as_int(e.get("leader"))
             bl = became(b, as_int(e.get("leader_epoch")), e["t"])
             shown = bl is not None and as_int(bl.get("log_end_offset")) is not None \

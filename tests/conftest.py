@@ -52,6 +52,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda it: (groups[id(it)] != HOST_GROUP, groups[id(it)] not in slow))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run when xdist's loadgroup did not take the groups (it writes them into the
+    node ids): host-network tests would then run side by side and fail for no reason of theirs."""
+    if getattr(session.config.option, "loadgroup", False) and any("@" not in it.nodeid for it in session.items):
+        raise pytest.UsageError("--dist loadgroup: pytest-xdist did not group the tests (its xdist_group node-id "
+                                "suffix is missing): install the test extra's pinned pytest (pyproject.toml)")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession for every in-process check of a worker: Spark's start costs seconds.

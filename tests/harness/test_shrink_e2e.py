@@ -69,14 +69,14 @@ def env(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def lossy_run(env) -> Path:
     """A real seeded random run that lost acknowledged writes (the final drain misses some)."""
-    for seed in (8, 7, 9):
+    for seed in (8, 7, 9, 10, 11):   # a loaded machine (the other test worker) can make a mix lose nothing
         r = faultline(["run", str(env["campaign"]), "--seed", str(seed), "--results-dir", str(env["results"]),
                        "--no-progress", "--no-check"], env["state"], timeout=300)
         assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-2000:]}"
         run_dir = _last_dir(r.stdout)
         if acked_missing(run_dir):
             return run_dir
-    pytest.fail("three seeded random runs on the unclean-election target lost nothing")
+    pytest.fail("five seeded random runs on the unclean-election target lost nothing")
 
 
 def _starts(campaign: Path) -> list[dict]:
