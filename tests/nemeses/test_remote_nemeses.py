@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from tests.nemeses.kraftsim_cluster import wait_for
 from tests.nemeses.nodes import TestNode, make_ctx
 from tests.nemeses.segments import log_end_offset
 from tests.support.netlab import NetLab, cleanup_stale, sh
+from tests.support.sshd import start_sshd
 
 REPO = str(Path(__file__).resolve().parents[2])
 USER = "fl-nem-ssh"
@@ -71,7 +71,6 @@ def lab():
         sh("usermod", "-p", "*", USER)                       # key auth needs an unlocked account
         SUDOERS.write_text(f"{USER} ALL=(ALL) NOPASSWD: ALL\n")
         os.chmod(SUDOERS, 0o440)
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "client"))
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "hostkey"))
         (root / "authorized_keys").write_text((root / "client.pub").read_text())
@@ -81,10 +80,7 @@ def lab():
             f"AuthorizedKeysFile {root}/authorized_keys\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\nUseDNS no\n")
         (root / "known_hosts").write_text(f"{ip} {(root / 'hostkey.pub').read_text().strip()}\n")
-        sshd = subprocess.Popen(["ip", "netns", "exec", lab.ns("s1"), "/usr/sbin/sshd", "-D", "-e", "-f",
-                                 str(root / "sshd_config")], stdout=open(root / "sshd.log", "ab"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: _tcp(ip, 22), 15, "sshd listening")
+        sshd = start_sshd(lab.ns("s1"), ip, 22, root / "sshd_config", root / "sshd.log")
         yield lab, root
     finally:
         if sshd is not None:
@@ -92,14 +88,6 @@ def lab():
         lab.down()
         remove_user()
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _tcp(ip: str, port: int) -> bool:
-    try:
-        socket.create_connection((ip, port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
 
 
 def write_props(path: Path, d: dict) -> None:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.netlab import NetLab, cleanup_stale, sh
+from tests.support.sshd import start_sshd
 
 USER = "fl-ssh-nopw"
 PW_USER = "fl-ssh-pw"
@@ -71,7 +70,6 @@ class SshLab:
         os.chmod(self.root, 0o755)
         # NetLab lets its bridge forward even while dockerd's FORWARD policy is DROP
         self.lab = NetLab("ssh", self.hosts).up()
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.client_key)
         self._users()
         auth = self.root / "authorized_keys"
@@ -122,19 +120,7 @@ class SshLab:
     def start(self, name: str) -> None:
         """Start sshd in the host's namespace and wait until it accepts connections."""
         h = self.by_name[name]
-        h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(h.config)],
-                                  stdout=open(h.dir / "sshd.log", "ab"), stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((h.ip, h.port), timeout=0.5).close()
-                return
-            except OSError:
-                if h.proc.poll() is not None:
-                    raise RuntimeError(f"sshd for {name} exited: {(h.dir / 'sshd.log').read_text()[-300:]}")
-                time.sleep(0.05)
-        raise RuntimeError(f"sshd for {name} did not listen on {h.ip}:{h.port}")
+        h.proc = start_sshd(h.ns, h.ip, h.port, h.config, h.dir / "sshd.log")
 
     def crash(self, name: str) -> None:
         """A hard reboot: everything running in the host's namespace dies at once."""
