@@ -29,7 +29,7 @@ from nemeses.reboot import Reboot
 from tests.nemeses.kraftsim_cluster import wait_for
 from tests.nemeses.nodes import TestNode, make_ctx
 from tests.nemeses.segments import log_end_offset
-from tests.support.netlab import NetLab, cleanup_stale, sh
+from tests.support.netlab import LABS, SUBNET_PREFIX, NetLab, cleanup_stale, sh
 from tests.support.sshd import start_sshd
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -63,6 +63,7 @@ def lab():
     root = Path(tempfile.mkdtemp(prefix="fl-nem-ssh-"))
     os.chmod(root, 0o755)
     cleanup_stale("nem")
+    remove_docker_objects()     # a killed run's network may hold this lab's subnet (NetLab.up refuses)
     remove_user()
     lab = NetLab("nem", ["c", "s1", "s2"]).up()
     sshd = None
@@ -319,28 +320,40 @@ def test_page_cache_loss_of_a_controller_over_ssh(lab):
 DOCKER_LABEL = {"faultline.nemtest": "1"}
 
 
+def nemdock(last: int) -> str:
+    """An address on the Docker lab's own subnet (never the SSH lab's: the host would route one
+    of them to the other's bridge)."""
+    return f"{SUBNET_PREFIX}.{LABS['nemdock']}.{last}"
+
+
 def docker_inventory(tmp: Path) -> Path:
-    """inventory/docker.yaml with this suite's names, network and subnet (lab "nem"), so
-    neither a developer's cluster nor the remote-target tests' containers are touched."""
+    """inventory/docker.yaml with this suite's names, network and subnet (lab "nemdock"), so
+    neither a developer's cluster, the remote-target tests' containers nor the SSH lab is touched."""
     import yaml
     doc = yaml.safe_load((Path(REPO) / "inventory" / "docker.yaml").read_text())
     v = doc["all"]["vars"]
-    v["docker_network"], v["docker_subnet"] = "fl-nem", "10.250.6.0/24"
+    v["docker_network"], v["docker_subnet"] = "fl-nem", nemdock(0) + "/24"
     v["docker_kraftsim_settings"] = {**v["docker_kraftsim_settings"], "min.insync.replicas": 1,
                                      "default.replication.factor": 2, "log.flush.interval.messages": 40}
     ctl = doc["all"]["children"]["controllers"]["hosts"]["controller"]
-    ctl["faultline_container"], ctl["kafka_listeners"] = "fl-nem-controller", "CONTROLLER://10.250.6.10:9093"
+    ctl["faultline_container"], ctl["kafka_listeners"] = "fl-nem-controller", f"CONTROLLER://{nemdock(10)}:9093"
     doc["all"]["children"]["brokers"]["hosts"] = {
         f"broker-{i}": {"faultline_container": f"fl-nem-broker-{i}", "kafka_node_id": i,
-                        "kafka_listeners": f"PLAINTEXT://10.250.6.{10 + i}:9092"} for i in (1, 2)}
+                        "kafka_listeners": f"PLAINTEXT://{nemdock(10 + i)}:9092"} for i in (1, 2)}
     path = tmp / "docker-nem.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
 
 def remove_docker_objects() -> None:
+    """Every container, volume and network this module labelled, left by a killed run too; a
+    no-op when no Docker engine answers."""
     import docker
-    c = docker.from_env()
+    try:
+        c = docker.from_env()
+        c.ping()
+    except docker.errors.DockerException:
+        return
     for ct in c.containers.list(all=True, filters={"label": "faultline.nemtest=1"}):
         ct.remove(force=True, v=True)
     for vol in c.volumes.list(filters={"label": "faultline.nemtest=1"}):
@@ -356,7 +369,6 @@ def docker_lab(tmp_path_factory):
     from harness.inventory import load_inventory
     from tests.remote import dockerlab
     dockerlab.ensure_dockerd()
-    cleanup_stale("nem")
     remove_docker_objects()
     dockerlab.build_image()
     inv = load_inventory(docker_inventory(tmp_path_factory.mktemp("dockernem")))
@@ -381,7 +393,7 @@ def test_page_cache_loss_and_controller_cut_in_docker(docker_lab, tmp_path):
     cev = vol("controller", "events.jsonl")
     wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
              60, "both containerised brokers unfenced")
-    bootstrap = inv.bootstrap or "10.250.6.11:9092,10.250.6.12:9092"
+    bootstrap = inv.bootstrap or f"{nemdock(11)}:9092,{nemdock(12)}:9092"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("r", 1, 2)])["r"].result(30)
     wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "r" for e in events(cev)),
@@ -483,7 +495,7 @@ def test_page_cache_loss_of_the_controller_in_docker(docker_lab, tmp_path):
     cev = vol("controller", "events.jsonl")
     wait_for(lambda: {e.get("broker") for e in events(cev) if e.get("event") == "broker_unfenced"} >= {1, 2},
              60, "both containerised brokers unfenced")
-    bootstrap = inv.bootstrap or "10.250.6.11:9092,10.250.6.12:9092"
+    bootstrap = inv.bootstrap or f"{nemdock(11)}:9092,{nemdock(12)}:9092"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("cd", 1, 2)])["cd"].result(30)
     wait_for(lambda: any(e.get("event") == "leader_elected" and e.get("topic") == "cd" for e in events(cev)),

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 
 SUBNET_PREFIX = "10.250"
 
-#: one third octet per lab, so suites that run at the same time never collide
-LABS = {"ssh": 1, "part": 2, "docker": 3, "kraft": 4, "e2e": 5, "nem": 6, "misc": 7}
+#: one third octet per lab, so suites that run at the same time never collide. "docker" and
+#: "nemdock" are Docker networks (tests/remote/dockerlab.py, tests/nemeses/test_remote_nemeses.py),
+#: never a NetLab; 10.250.9.x names hosts that do not exist (inventories that must not connect).
+LABS = {"ssh": 1, "part": 2, "docker": 3, "kraft": 4, "e2e": 5, "nem": 6, "misc": 7, "nemdock": 8}
 
 
 def sh(*args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -48,9 +50,20 @@ class NetLab:
     def ns(self, host: str) -> str:
         return f"fl-{self.lab}-{host}"
 
+    @property
+    def subnet(self) -> str:
+        return f"{SUBNET_PREFIX}.{LABS[self.lab]}.0/24"
+
     def up(self) -> "NetLab":
         atexit.register(self.down)
         self.down()
+        # another device routing this subnet (a Docker network left by a killed run, say) takes
+        # the host's traffic to the lab: every connection would time out, with no clue why
+        held = [l.split(" dev ")[1].split()[0] for l in sh("ip", "-o", "route", "show", self.subnet).stdout.splitlines()
+                if " dev " in l]
+        if held:
+            raise RuntimeError(f"netlab {self.lab}: {self.subnet} is already routed via {', '.join(held)} - "
+                               "a leftover Docker network or lab? (see `ip route`, `docker network ls`)")
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")

@@ -1,10 +1,10 @@
 """Start a real OpenSSH sshd inside a lab namespace and wait until it accepts connections.
 
 Why one helper: the SSH transport tests and the SSH nemesis tests both need it, and a sshd
-that does not come up must say *why* (its own log: a bind failure, a missing privilege-
-separation user) instead of a bare "timed out". sshd exits at once when it cannot bind; that
-is retried a few times, because a lab address that was just (re)created can still be settling
-in the kernel when the first sshd starts.
+that does not come up must say *why* (its own log, its exit status) instead of a bare "timed
+out". A sshd that exits at once (it could not bind) is started again a few times; one that runs
+but cannot be reached is not: that is the host's routing (tests/support/netlab.py refuses a lab
+whose subnet another device holds), and waiting longer cannot help.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _listening(ip: str, port: int) -> bool:
         return False
 
 
-def start_sshd(ns: str, ip: str, port: int, config: Path, log: Path, timeout: float = 30.0,
+def start_sshd(ns: str, ip: str, port: int, config: Path, log: Path, timeout: float = 20.0,
                attempts: int = 3) -> subprocess.Popen:
     """Run ``sshd -D -e -f config`` in namespace ``ns`` (its own session, output to ``log``) and
     return once ``ip:port`` accepts a TCP connection; raise with the log's tail otherwise."""
@@ -38,12 +38,12 @@ def start_sshd(ns: str, ip: str, port: int, config: Path, log: Path, timeout: fl
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        if proc.poll() is None:
+        if proc.poll() is None:     # running but unreachable: a route, not sshd - retrying cannot help
             proc.kill()
             proc.wait(timeout=10)
-            why = f"did not listen on {ip}:{port} within {timeout:.0f}s"
-        else:
-            why = f"exited with {proc.returncode}"
+            why = f"did not listen on {ip}:{port} within {timeout:.0f}s (is the lab's subnet routed elsewhere?)"
+            break
+        why = f"exited with {proc.returncode}"
         time.sleep(0.5 * attempt)
     tail = log.read_text(errors="replace")[-600:] if log.exists() else "(no log)"
-    raise RuntimeError(f"sshd in {ns} {why} after {attempts} attempts; its log ends: {tail}")
+    raise RuntimeError(f"sshd in {ns} {why} (attempt {attempt}); its log ends: {tail}")
