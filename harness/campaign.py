@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,16 @@ from checkers.outcome import EXPECTS, LOSS_ALLOWED, Expectation
 from groundwork.config import ConfigError, Validator, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
 from nemeses.schedule import Schedule, parse_schedule
+from targets.apache_kafka import resolve_release
+from targets.kafka_settings import sort as sort_kafka_settings
 
 TOP_KEYS = ("name", "description", "target", "topic", "workload", "nemesis", "expect", "allowed_by",
             "require_errors", "require_anomalies", "forbid_anomalies", "seed")
-TARGET_KEYS = ("inventory", "settings", "controllers")
+TARGET_KEYS = ("inventory", "settings", "controllers", "embedded")
+#: ``target.embedded`` (``--target``): the embedded cluster a campaign runs on, whatever its
+#: inventory's kind - kraftsim, or real Apache Kafka of a release (``apache-kafka:4.1.0``; without a
+#: release, the campaign's kafka.version or the release of its metadata.version)
+EMBEDDED_RE = re.compile(r"^(kraftsim|apache-kafka)(?::(\d+\.\d+\.\d+))?$")
 TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
                  "recovery_timeout", "value_bytes", "request_timeout", "epochless_readers", "reader_fetch_wait_ms")
@@ -95,11 +102,12 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
         keys, value = parse_override(item)
         if keys[0] not in TOP_KEYS:
             raise ConfigError(None, "--set", f"{'.'.join(keys)}: unknown campaign key {keys[0]!r}; expected one of {', '.join(TOP_KEYS)}")
-        if keys[0] == "target" and len(keys) == 2 and keys[1] == "controllers":
+        if keys[0] == "target" and (len(keys) == 1 or (len(keys) == 2 and keys[1] in ("controllers", "embedded"))):
+            # ``target=apache-kafka:4.1.0`` (a suite's ``target`` axis, ``--target``) is target.embedded
             tgt = doc.setdefault("target", {})
             if not isinstance(tgt, dict):
                 raise ConfigError(None, "--set", "target: the campaign's target is not a mapping")
-            tgt["controllers"] = value
+            tgt["embedded" if len(keys) == 1 else keys[1]] = value
             continue
         if keys[0] == "target" and len(keys) > 1 and keys[1] != "inventory":
             rest = keys[2:] if keys[1] == "settings" else keys[1:]
@@ -122,6 +130,22 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
                 raise ConfigError(None, "--set", f"{'.'.join(keys)}: {'.'.join(keys[:i + 1])} is not a mapping")
             node = nxt
         node[keys[-1]] = value
+
+
+def _embedded_target(c: Validator, inventory: Inventory, value: Any) -> Inventory:
+    """``target.embedded``: run the campaign's embedded cluster as kraftsim or as real Apache Kafka."""
+    text = c.string(value, "target.embedded")
+    m = EMBEDDED_RE.match(text.strip())
+    if not m:
+        raise c.fail("target.embedded", f"kraftsim, apache-kafka or apache-kafka:VERSION (e.g. apache-kafka:4.1.0) "
+                     f"is wanted, got {text!r}")
+    if not inventory.embedded:
+        raise c.fail("target.embedded", f"picks an embedded cluster; the inventory {inventory.path.name} is a lab "
+                     "(its hosts run what they run): remove --target or use an embedded inventory")
+    kind, version = m.group(1), m.group(2)
+    if kind == "kraftsim" and version:
+        raise c.fail("target.embedded", "kraftsim takes no release (set target.kafka.version for the software it models)")
+    return dataclasses.replace(inventory, embedded=kind, embedded_version=version if kind == "apache-kafka" else None)
 
 
 def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None = None,
@@ -152,7 +176,7 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
     for k, v in settings.items():
         c.scalar(v, join("target.settings", k))
     if settings and not inventory.embedded:
-        raise c.fail("target.settings", "target settings are passed to the embedded kraftsim cluster; "
+        raise c.fail("target.settings", "target settings are passed to the embedded cluster; "
                      "a remote cluster's configuration is its own (remove target.settings)")
     if target.get("controllers") is not None:
         # the embedded cluster's controller count, for this campaign: a quorum of 3 where a
@@ -160,8 +184,16 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
         if not inventory.embedded:
             raise c.fail("target.controllers", "sets the embedded kraftsim cluster's controller count; "
                          "a remote cluster has the controllers its inventory lists (remove target.controllers)")
-        inventory = dataclasses.replace(inventory, kraftsim_controllers=c.integer(
+        inventory = dataclasses.replace(inventory, embedded_controllers=c.integer(
             target["controllers"], "target.controllers", min=1, max=9))
+    if target.get("embedded") is not None:
+        inventory = _embedded_target(c, inventory, target["embedded"])
+    if inventory.embedded == "apache-kafka":
+        # what real Kafka cannot take is refused now, before a cluster starts (exit 2, one line)
+        try:
+            resolve_release(inventory.embedded_version, sort_kafka_settings({**inventory.embedded_settings, **settings}))
+        except ConfigError as e:
+            raise c.fail(e.path, e.want) from None
 
     t = c.mapping(doc.get("topic"), "topic")
     c.keys(t, "topic", TOPIC_KEYS)
@@ -230,5 +262,5 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
     if seed is None:
         seed = c.integer(doc["seed"], "seed", min=0) if doc.get("seed") is not None else random.SystemRandom().randrange(1, 2**31)
     return Campaign(path=path.resolve(), name=name, inventory_path=inv_path, inventory=inventory,
-                    settings={**inventory.kraftsim_settings, **settings}, topic=topic, workload=workload,
+                    settings={**inventory.embedded_settings, **settings}, topic=topic, workload=workload,
                     schedule=schedule, expectation=expectation, seed=seed, raw=doc, overrides=overrides)

@@ -8,14 +8,16 @@ host vars. Unknown ``ansible_*`` keys are accepted and ignored; unknown ``faultl
 and ``kafka_*`` keys are errors; other lab vars must be named in
 ``faultline_ignore_vars`` (strict by default, so a typo never passes silently).
 
-The embedded target (``faultline_embedded: kraftsim``, local transport only) has no hosts
-in the file: the run loop starts ``python -m kraftsim cluster`` and writes a concrete
-local inventory of that cluster into the run directory (harness.cluster), which is what
-the ledger records and what `faultline heal` later reloads.
+The embedded targets (``faultline_embedded: kraftsim`` or ``apache-kafka``, local transport only)
+have no hosts in the file: the run loop starts the cluster (targets/: ``python -m kraftsim
+cluster``, or real ``kafka.Kafka`` JVMs of a cached release) and writes a concrete local
+inventory of it into the run directory, which is what the ledger records and what `faultline
+heal` later reloads.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,8 @@ ROLE_OF_GROUP = {"controllers": "controller", "brokers": "broker"}
 
 #: variables valid at all.vars level only
 GLOBAL_VARS = {
-    "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim",
+    "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim", "apache_kafka",
+    "faultline_harness_address",
     "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
     "faultline_known_hosts", "faultline_ignore_vars",
 }
@@ -39,7 +42,7 @@ HOST_VARS = {
     "faultline_container", "faultline_netns", "kafka_node_id", "kafka_listeners",
     "kafka_data_dirs", "kafka_service", "kafka_event_log", "faultline_sudo",
     "kafka_log_dir", "kafka_log_files", "kafka_log_timezone",
-    "kafka_metadata_log_dir", "kafka_config", "kafka_implementation",
+    "kafka_metadata_log_dir", "kafka_config", "kafka_implementation", "kafka_version",
 }
 #: who wrote a host's logs (nemeses.hostinfo.IMPLEMENTATIONS): it decides how much a page-cache
 #: loss cuts (kraftsim's recovery-point checkpoint is exact, Kafka's only a floor)
@@ -48,15 +51,22 @@ IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 #: config/log4j.properties (log4j2.yaml from 4.0) writes them
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
+#: the embedded Apache Kafka target's keys: the release, the cluster's shape, server.properties
+APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings")
+#: the embedded targets (targets/): the model, and real Kafka from the release cache
+EMBEDDED = ("kraftsim", "apache-kafka")
 
 
 @dataclass
 class Service:
-    """How to start/stop Kafka on a host: a systemd unit, or a command with a pid file."""
+    """How to start/stop Kafka on a host: a systemd unit, or a command with a pid file; ``format``
+    is the operator's ``kafka-storage format ... --ignore-formatted`` for the node, which a disk
+    wipe runs before the restart (the node comes back as a replaced disk is brought back)."""
     systemd: str | None = None
     command: str | None = None
     pidfile: str | None = None
     log: str | None = None
+    format: str | None = None
 
 
 @dataclass
@@ -82,6 +92,7 @@ class HostSpec:
     metadata_log_dir: str | None = None                         # metadata.log.dir: the KRaft metadata log
     config: str | None = None                                   # server.properties on the host
     implementation: str = "apache-kafka"                        # who wrote the logs: apache-kafka | kraftsim
+    kafka_version: str | None = None                            # the release the host runs (x.y.z), when known
 
 
 @dataclass
@@ -90,10 +101,15 @@ class Inventory:
     transport: str
     hosts: dict[str, HostSpec]
     vars: dict[str, Any]
+    #: the embedded target (EMBEDDED), None for a lab; its cluster's shape and settings below
     embedded: str | None = None
-    kraftsim_brokers: int = 3
-    kraftsim_controllers: int = 1  # > 1: a KRaft controller quorum (kraftsim cluster --controllers)
-    kraftsim_settings: dict[str, Any] = field(default_factory=dict)
+    embedded_brokers: int = 3
+    embedded_controllers: int = 1  # > 1: a KRaft controller quorum
+    embedded_settings: dict[str, Any] = field(default_factory=dict)
+    embedded_version: str | None = None   # apache-kafka: the release (None: from the settings)
+    embedded_combined: bool = False       # apache-kafka: nodes that are broker and controller
+    #: this machine's address as the hosts see it (the embedded Apache Kafka cluster's bridge)
+    harness_address: str | None = None
     bootstrap: str | None = None
     cluster_id: str | None = None
     accept_new_host_keys: bool = False
@@ -110,7 +126,7 @@ class Inventory:
         return [h for h in self.hosts.values() if h.role == "controller"]
 
     def broker_count(self) -> int:
-        return self.kraftsim_brokers if self.embedded else len(self.brokers)
+        return self.embedded_brokers if self.embedded else len(self.brokers)
 
 
 def _listener_hostport(listeners: str) -> tuple[str, int] | None:
@@ -143,22 +159,36 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
                          choices=TRANSPORTS)
     embedded = gvars.get("faultline_embedded")
     if embedded is not None:
-        c.string(embedded, "all.vars.faultline_embedded", choices=["kraftsim"])
+        c.string(embedded, "all.vars.faultline_embedded", choices=list(EMBEDDED))
         if transport != "local":
-            raise c.fail("all.vars.faultline_embedded", "the embedded kraftsim cluster needs faultline_transport: local")
-    ks = c.mapping(gvars.get("kraftsim"), "all.vars.kraftsim")
-    c.keys(ks, "all.vars.kraftsim", KRAFTSIM_KEYS)
+            raise c.fail("all.vars.faultline_embedded", f"the embedded {embedded} cluster needs faultline_transport: local")
+    # the embedded cluster's own section: kraftsim: {...} or apache_kafka: {...}, matching the kind
+    section, keys = ("apache_kafka", APACHE_KAFKA_KEYS) if embedded == "apache-kafka" else ("kraftsim", KRAFTSIM_KEYS)
+    other = "kraftsim" if section == "apache_kafka" else "apache_kafka"
+    if gvars.get(other) is not None:
+        raise c.fail(f"all.vars.{other}", f"only meaningful with faultline_embedded: {other.replace('_', '-')}")
+    ks = c.mapping(gvars.get(section), f"all.vars.{section}")
+    c.keys(ks, f"all.vars.{section}", keys)
     if ks and not embedded:
-        raise c.fail("all.vars.kraftsim", "only meaningful with faultline_embedded: kraftsim")
-    brokers_n = c.integer(ks.get("brokers", 3), "all.vars.kraftsim.brokers", min=1, max=9)
-    controllers_n = c.integer(ks.get("controllers", 1), "all.vars.kraftsim.controllers", min=1, max=9)
-    settings = c.mapping(ks.get("settings"), "all.vars.kraftsim.settings")
+        raise c.fail(f"all.vars.{section}", f"only meaningful with faultline_embedded: {section.replace('_', '-')}")
+    brokers_n = c.integer(ks.get("brokers", 3), f"all.vars.{section}.brokers", min=1, max=9)
+    controllers_n = c.integer(ks.get("controllers", 1), f"all.vars.{section}.controllers", min=1, max=9)
+    settings = c.mapping(ks.get("settings"), f"all.vars.{section}.settings")
     for k, v in settings.items():
-        c.scalar(v, join("all.vars.kraftsim.settings", k))
+        c.scalar(v, join(f"all.vars.{section}.settings", k))
+    version = None
+    if ks.get("version") is not None:
+        version = c.string(ks["version"], "all.vars.apache_kafka.version")
+        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+            raise c.fail("all.vars.apache_kafka.version", f"an Apache Kafka release like 4.1.0 is wanted, got {version!r}")
+    combined = c.boolean(ks.get("combined", False), "all.vars.apache_kafka.combined")
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
-        kraftsim_brokers=brokers_n, kraftsim_controllers=controllers_n, kraftsim_settings=dict(settings),
+        embedded_brokers=brokers_n, embedded_controllers=controllers_n, embedded_settings=dict(settings),
+        embedded_version=version, embedded_combined=combined,
+        harness_address=c.string(gvars["faultline_harness_address"], "all.vars.faultline_harness_address")
+        if gvars.get("faultline_harness_address") is not None else None,
         bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
         cluster_id=c.string(gvars["kafka_cluster_id"], "all.vars.kafka_cluster_id") if gvars.get("kafka_cluster_id") is not None else None,
         accept_new_host_keys=c.boolean(gvars.get("faultline_accept_new_host_keys", False), "all.vars.faultline_accept_new_host_keys"),
@@ -170,7 +200,7 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     children = c.mapping(root.get("children"), "all.children")
     c.keys(children, "all.children", GROUPS)
     if embedded and any(children.get(g) for g in GROUPS):
-        raise c.fail("all.children", "an embedded kraftsim inventory lists no hosts (faultline generates them); remove children")
+        raise c.fail("all.children", f"an embedded {embedded} inventory lists no hosts (faultline generates them); remove children")
     inherited = {k: v for k, v in gvars.items() if k in HOST_VARS}
     node_ids: dict[int, str] = {}
     for group in GROUPS:
@@ -238,7 +268,7 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
     service = None
     if v.get("kafka_service") is not None:
         s = c.mapping(v["kafka_service"], p("kafka_service"), allow_none=False)
-        c.keys(s, p("kafka_service"), ["systemd", "command", "pidfile", "log"])
+        c.keys(s, p("kafka_service"), ["systemd", "command", "pidfile", "log", "format"])
         if ("systemd" in s) == ("command" in s):
             raise c.fail(p("kafka_service"), "give exactly one of systemd: UNIT or command: CMD (with pidfile:)")
         if "systemd" in s:
@@ -250,7 +280,8 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
                 raise c.fail(p("kafka_service.pidfile"), "missing required key (a command service needs a pid file)")
             service = Service(command=c.string(s["command"], p("kafka_service.command")),
                               pidfile=c.string(s["pidfile"], p("kafka_service.pidfile")),
-                              log=_opt_str(c, s, "log", p("kafka_service")))
+                              log=_opt_str(c, s, "log", p("kafka_service")),
+                              format=_opt_str(c, s, "format", p("kafka_service")))
     spec = HostSpec(
         name=name, group=group, role=ROLE_OF_GROUP[group], node_id=node_id,
         address=_opt_str(c, v, "ansible_host", path) or "", port=port,
@@ -266,6 +297,7 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         config=_abs_path(c, v.get("kafka_config"), p("kafka_config")),
         implementation=c.string(v.get("kafka_implementation", "apache-kafka"), p("kafka_implementation"),
                                 choices=list(IMPLEMENTATIONS)),
+        kafka_version=_kafka_version(c, v.get("kafka_version"), p("kafka_version")),
     )
     # what each transport needs to reach the host
     if inv.transport == "ssh" and not spec.address:
@@ -282,6 +314,17 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         hp = _listener_hostport(listeners) if listeners else None
         spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
     return spec
+
+
+def _kafka_version(c: Validator, v: Any, path: str) -> str | None:
+    """The release a host runs (``kafka_version: 3.7.1``): where Kafka's behaviour differs by release
+    (the checkpoint the page-cache cut leaves, nemeses/reboot.py), faultline knows instead of guessing."""
+    if v is None:
+        return None
+    text = c.string(v, path)
+    if not re.fullmatch(r"\d+\.\d+\.\d+", text):
+        raise c.fail(path, f"an Apache Kafka release like 3.7.1 is wanted, got {text!r}")
+    return text
 
 
 def _abs_path(c: Validator, v: Any, path: str) -> str | None:

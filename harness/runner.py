@@ -30,7 +30,7 @@ from harness.campaign import Campaign
 from harness.check import check_and_report
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
-from harness.cluster import Cluster, EmbeddedKraftsim, InfraError
+from harness.cluster import Cluster, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger, new_id
@@ -38,6 +38,10 @@ from groundwork.timeline import Timeline
 from nemeses.base import REGISTRY, NemesisContext
 from nemeses.reboot import run_notes as page_cache_notes
 from nemeses.schedule_runner import ScheduleError, ScheduleRunner
+from targets.apache_kafka import EmbeddedApacheKafka, resolve_release
+from targets.base import EmbeddedTarget
+from targets.kafka_settings import sort as sort_kafka_settings
+from targets.kraftsim import EmbeddedKraftsim
 from workloads.history import read_jsonl
 
 
@@ -93,8 +97,12 @@ class View:
 
 
 def target_version(camp: Campaign) -> str:
-    if not camp.inventory.embedded:
+    """What the run runs against, for run.json, the report, the index and JUnit."""
+    inv = camp.inventory
+    if not inv.embedded:
         return "kafka (remote)"
+    if inv.embedded == "apache-kafka":
+        return f"apache-kafka {resolve_release(inv.embedded_version, sort_kafka_settings(camp.settings))}"
     try:  # kraftsim ships in the faultline distribution: its version is the distribution's
         from importlib.metadata import version
         return f"kraftsim {version('faultline')}"
@@ -175,7 +183,7 @@ class Runner:
         self.timeline = Timeline(self.run_dir / "timeline.jsonl", self.clock)
         self.history_dir = self.run_dir / "history"
         self.history_dir.mkdir(parents=True, exist_ok=True)
-        self.embedded: EmbeddedKraftsim | None = None
+        self.embedded: EmbeddedTarget | None = None
         self.cluster: Cluster | None = None
         self.observer: Any = None
         self.clients: list[Any] = []
@@ -216,17 +224,31 @@ class Runner:
         self.status.phase = name
         self.timeline.phase(name, **detail)
 
+    def embedded_target(self) -> EmbeddedTarget:
+        """The launcher of the campaign's embedded cluster (targets/)."""
+        inv, c = self.camp.inventory, self.camp
+        if inv.embedded == "apache-kafka":
+            return EmbeddedApacheKafka(self.run_dir, version=inv.embedded_version, brokers=inv.embedded_brokers,
+                                       controllers=inv.embedded_controllers, settings=c.settings, ledger=self.ledger,
+                                       combined=inv.embedded_combined, say=self.say)
+        return EmbeddedKraftsim(self.run_dir, inv.embedded_brokers, c.settings, self.ledger,
+                                controllers=inv.embedded_controllers)
+
+    def say(self, text: str) -> None:
+        """Progress of long set-up work (a release resolved from Maven, JVMs started)."""
+        self.status.phase = f"setup: {text}"
+        self.timeline.event("note", text=text)
+
     def setup_cluster(self) -> None:
         c = self.camp
         if c.inventory.embedded:
-            self.embedded = EmbeddedKraftsim(self.run_dir, c.inventory.kraftsim_brokers, c.settings, self.ledger,
-                                             controllers=c.inventory.kraftsim_controllers)
+            self.embedded = self.embedded_target()
             bootstrap = self.embedded.start()
             inv = load_inventory(self.embedded.write_inventory())
             self.cluster = Cluster.from_inventory(inv, embedded=self.embedded)
             self.cluster.bootstrap = bootstrap
-            # what kraftsim ran: kafka.version, metadata.version, each gate and what decided it
-            self.run_json["features"] = json.loads((self.embedded.dir / "features.json").read_text())
+            # what the cluster ran: kafka.version, metadata.version, each gate and what decided it
+            self.run_json["features"] = self.embedded.features()
         else:
             self.cluster = Cluster.from_inventory(c.inventory)
             self.cluster.check_reachable()

@@ -68,6 +68,29 @@ def _serve(role: str, config_path: str) -> int:
         events.close()
 
 
+def _features(items: list[str]) -> int:
+    """The gates kraftsim's table (kraftsim/features.py) says a Kafka release and metadata.version
+    run with: what the harness records for a real Apache Kafka cluster, whose gates are Kafka's
+    code, so the stories can name the version that decided a mechanism on both targets."""
+    import json
+    from kraftsim.cluster import features_in_force
+    from kraftsim.config import KEYS
+    overrides: dict[str, str] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or k not in KEYS:
+            print(f"kraftsim features: --set {item}: KEY=VALUE with a kraftsim key is wanted", file=sys.stderr)
+            return 2
+        overrides[k] = v
+    try:
+        print(json.dumps(features_in_force(overrides)))
+    except ValueError as e:
+        key = e.args[1] if len(e.args) > 1 else "kafka.version"
+        print(f"kraftsim features: key '{key}': {e.args[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from kraftsim import __version__
     ap = argparse.ArgumentParser(prog="python -m kraftsim", description="embedded KRaft cluster for faultline")
@@ -83,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--host-prefix", default="127.0.0")
     c.add_argument("--base-port", type=int, default=19092)
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    f = sub.add_parser("features", help="print the Kafka behaviours (gates) in force for these settings, as JSON")
+    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
+    if args.cmd == "features":
+        return _features(args.set)
     if args.cmd == "cluster":
         from kraftsim.cluster import run_cluster
         return run_cluster(args)

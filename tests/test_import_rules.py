@@ -28,7 +28,7 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("groundwork", "nemeses", "workloads", "checkers", "harness", "kraftsim")
+PACKAGES = ("groundwork", "nemeses", "workloads", "checkers", "targets", "harness", "kraftsim")
 #: scripts above every floor (run as ``python benchmarks/X.py``, so they import each other by
 #: their bare file names): they may import anything, nothing may import them
 BENCHMARKS = "benchmarks"
@@ -40,7 +40,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "nemeses": ("groundwork",),
     "workloads": ("groundwork",),
     "checkers": ("groundwork", "workloads.history"),
-    "harness": ("groundwork", "nemeses", "workloads", "checkers"),
+    "targets": ("groundwork",),
+    "harness": ("groundwork", "nemeses", "workloads", "checkers", "targets"),
 }
 #: third-party roots kraftsim may import (besides the standard library and itself): kio, and
 #: crc32c, which kio itself requires for the record batch checksum (Kafka's DefaultRecordBatch

@@ -62,6 +62,12 @@ def tidy_help(app: typer.Typer) -> None:
             tidy_help(group.typer_instance)
 
 
+def target_overrides(target: str | None) -> list[str]:
+    """``--target X`` as the override it stands for (``target.embedded=X``, harness/campaign.py),
+    so a run's recorded command, a suite cell and a shrink replay all carry it the same way."""
+    return [f"target.embedded={target}"] if target else []
+
+
 def one_line(e: BaseException) -> str:
     """An exception as the one line the user sees (never a traceback)."""
     s = str(e).strip().replace("\n", " ")

@@ -30,8 +30,8 @@ def inventory_check(file: Path = typer.Argument(..., help="inventory YAML file")
 
     inv = load_inventory(file)
     if inv.embedded:
-        out.print(f"{file}: ok: embedded {inv.embedded} with {inv.kraftsim_brokers} broker(s), "
-                  f"settings {inv.kraftsim_settings or '{}'}")
+        out.print(f"{file}: ok: embedded {inv.embedded} with {inv.embedded_brokers} broker(s), "
+                  f"settings {inv.embedded_settings or '{}'}")
         return
     out.print(f"{file}: ok: transport {inv.transport}, bootstrap {inv.bootstrap}")
     for h in inv.hosts.values():

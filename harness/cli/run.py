@@ -15,7 +15,8 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
-from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, err, live_progress, one_line, out
+from harness.cli.common import (EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, err, live_progress, one_line, out,
+                                target_overrides)
 
 
 def _status_line(status: Any) -> Text:
@@ -30,6 +31,9 @@ def run(ctx: typer.Context,
         campaign: Path = typer.Argument(..., help="campaign YAML file"),
         seed: Optional[int] = typer.Option(None, "--seed", help="seed for random choices (replays a schedule)"),
         set_: list[str] = typer.Option([], "--set", help="override: dotted.key=value (repeatable)"),
+        target: Optional[str] = typer.Option(None, "--target", help="the embedded cluster to run on: kraftsim (the "
+                                             "model) or apache-kafka[:VERSION] (real Kafka from the release cache); "
+                                             "the same as --set target.embedded=..."),
         results_dir: Path = typer.Option(Path("results"), "--results-dir", help="where run directories go"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="live progress on stderr"),
         check_: bool = typer.Option(True, "--check/--no-check",
@@ -54,7 +58,8 @@ def run(ctx: typer.Context,
     from harness.lock import LockHeld, lab_lock
     from harness.runner import Interrupted, Runner, RunStatus
 
-    camp = load_campaign(campaign, overrides=list(set_), seed=seed)
+    set_ = target_overrides(target) + list(set_)
+    camp = load_campaign(campaign, overrides=set_, seed=seed)
     lock = lab_lock(camp.inventory)  # before the leftover heal: a refused run heals nothing
     if lock is not None:
         try:

@@ -21,7 +21,7 @@ def check_embedded(inv: Inventory, opts: Options) -> HostResult:
     checks: dict[str, Check] = {c: Check("-", skipped=True) for c in COLUMNS}
     checks["reach"] = Check("local")
     r = subprocess.run([sys.executable, "-m", "kraftsim", "--version"], capture_output=True, text=True, timeout=120)
-    checks["kafka"] = Check(f"{r.stdout.strip() or '?'} (x{inv.kraftsim_brokers} per run)")
+    checks["kafka"] = Check(f"{r.stdout.strip() or '?'} (x{inv.embedded_brokers} per run)")
     if r.returncode != 0:
         checks["kafka"].add(FAIL, f"`{sys.executable} -m kraftsim --version` failed: {short_line(r.stderr or r.stdout)}",
                             "install faultline's kraftsim in this Python")

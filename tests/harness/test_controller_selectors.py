@@ -88,7 +88,7 @@ def test_embedded_inventory_takes_a_controller_count(tmp_path: Path) -> None:
             faultline_embedded: kraftsim
             kraftsim: {brokers: 3, controllers: 3}
         """))
-    assert load_inventory(inv).kraftsim_controllers == 3
+    assert load_inventory(inv).embedded_controllers == 3
     inv.write_text(inv.read_text().replace("controllers: 3", "controllers: 0"))
     with pytest.raises(Exception, match="all.vars.kraftsim.controllers"):
         load_inventory(inv)

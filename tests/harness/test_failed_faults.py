@@ -193,7 +193,8 @@ CHILD = textwrap.dedent("""
 def test_faultline_heal_starts_a_broker_a_failed_reboot_left_down(tmp_path):
     """The process that applied the failing reboot dies before it heals: `faultline heal`, a new
     process with only the ledger, starts the broker, which registers again."""
-    from harness.cluster import Cluster, EmbeddedKraftsim
+    from harness.cluster import Cluster
+    from targets.kraftsim import EmbeddedKraftsim
     from harness.heal import OwnedLedger
     from harness.inventory import load_inventory
 

@@ -15,7 +15,7 @@ import pytest
 
 from groundwork.config import ConfigError
 from groundwork.ledger import Ledger
-from harness.cluster import EmbeddedKraftsim
+from targets.kraftsim import EmbeddedKraftsim
 from harness.inventory import load_inventory
 from nemeses.hostinfo import fault_dirs, implementation, wipe_dirs
 from tests.harness.clirun import faultline

@@ -1,0 +1,392 @@
+"""The embedded Apache Kafka target: a real KRaft cluster of ``kafka.Kafka`` JVMs for one run.
+
+Why: every claim faultline makes about Kafka must hold on Kafka. This launcher starts a real
+cluster of any release 3.3+ from the release cache (targets/releases.py) on this machine, each
+node a JVM of its own with its own address (a network namespace, targets/netns.py), log dirs,
+metadata log dir, server.properties and log4j files, and then describes it as kraftsim's
+launcher does: ``RUN/inventory.yaml``, a plain local inventory (``kafka_service: {command,
+pidfile, log, format}``, ``kafka_data_dirs``, ``kafka_metadata_log_dir``, ``kafka_config``,
+``kafka_log_dir``). From there the run loop, the nemeses, `faultline heal` and preflight treat it
+exactly like a lab - the code a real-Kafka test exercises is the code a lab run uses.
+
+The cluster: dedicated controllers (1 or 3, a static quorum: ``controller.quorum.voters``, each
+node formatted plainly with ``kafka-storage format -t ID -c FILE [-r metadata.version]``) and
+brokers; or, ``combined``, nodes that are both. Node names and ids are kraftsim's
+(``controller`` or ``controller-1..N`` with ids 1000.., ``broker-1..N`` with ids 1..N), so a
+campaign's selectors mean the same on both targets. Settings are sorted by
+targets/kafka_settings.py. JVMs get small heaps, the serial collector and C1 only: six of them
+share two cores here, and none of that changes what Kafka decides.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from groundwork.config import ConfigError
+from groundwork.ledger import Ledger, new_id
+from groundwork.transport.local import LocalTransport
+from targets import releases
+from targets.base import InfraError
+from targets.kafka_log4j import write as write_log4j
+from targets.kafka_settings import KafkaSettings, random_uuid, server_properties, sort
+from targets.kraftsim import kill_embedded
+from targets.netns import ClusterNet, remove as remove_net
+
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+CONTROLLER_ID = 1000   # kraftsim's numbering (kraftsim/cluster.py)
+#: JVM options every node gets (kafka-run-class.sh's -Djava.awt.headless, plus what keeps six JVMs
+#: on two cores: small heaps, the serial collector, C1 only)
+JVM_OPTS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+#: heap per role: the broker allocates its log cleaner's 128 MiB dedupe buffer
+#: (log.cleaner.dedupe.buffer.size) from its heap
+HEAP = {"broker": "512m", "controller": "256m", "combined": "512m"}
+READY_RE = re.compile(r"Kafka Server started|\[KafkaRaftServer nodeId=\d+\] Kafka Server started")
+#: KafkaConfig/AbstractConfig.logUnused: a key Kafka does not know is only a warning in its log
+UNKNOWN_KEY_RE = re.compile(r"The configuration '([^']+)' was supplied but isn't a known config")
+
+
+@dataclass
+class NodePlan:
+    name: str
+    role: str          # broker | controller | combined
+    node_id: int
+    address: str = ""
+    netns: str = ""
+
+    @property
+    def is_broker(self) -> bool:
+        return self.role in ("broker", "combined")
+
+    @property
+    def is_controller(self) -> bool:
+        return self.role in ("controller", "combined")
+
+
+def plan_nodes(brokers: int, controllers: int, combined: bool) -> list[NodePlan]:
+    """kraftsim's names and ids; combined: the first ``controllers`` brokers are voters too."""
+    if combined:
+        if controllers > brokers:
+            raise ConfigError(None, "apache_kafka.controllers", f"{controllers} voters in combined mode need as many "
+                              f"nodes; the cluster has {brokers}")
+        return [NodePlan(f"broker-{i}", "combined" if i <= controllers else "broker", i) for i in range(1, brokers + 1)]
+    names = ["controller"] if controllers == 1 else [f"controller-{k}" for k in range(1, controllers + 1)]
+    return [NodePlan(n, "controller", CONTROLLER_ID + k) for k, n in enumerate(names)] + \
+        [NodePlan(f"broker-{i}", "broker", i) for i in range(1, brokers + 1)]
+
+
+class EmbeddedApacheKafka:
+    """A real KRaft cluster for one run, registered in the heal ledger before anything exists."""
+
+    def __init__(self, run_dir: Path, *, version: str | None, brokers: int, controllers: int,
+                 settings: dict[str, Any], ledger: Ledger, combined: bool = False,
+                 say: Callable[[str], None] = lambda s: None, java: str | None = None):
+        self.run_dir = run_dir
+        self.dir = run_dir / "cluster"
+        self.ledger = ledger
+        self.say = say
+        self.java = java or shutil.which("java") or "java"
+        self.kafka: KafkaSettings = sort(settings)
+        self.version = resolve_release(version, self.kafka)
+        self.controller_version = self.kafka.controller_release or self.version
+        self.cluster_id = self.kafka.cluster_id or random_uuid()
+        self.nodes = plan_nodes(brokers, controllers, combined)
+        self.entry_id = new_id("p")
+        self.bootstrap = ""
+        self.net: ClusterNet | None = None
+        self.metadata_version: str | None = None
+        self.releases: dict[str, releases.Release] = {}
+        self._commands: dict[str, str] = {}     # node -> its JVM command line (the inventory's restart command)
+
+    # -- layout ---------------------------------------------------------------------------
+    def node_dir(self, n: NodePlan) -> Path:
+        return self.dir / n.name
+
+    def data_dir(self, n: NodePlan) -> Path:
+        return self.node_dir(n) / "data"
+
+    def metadata_dir(self, n: NodePlan) -> Path:
+        """A controller's KRaft metadata log (``metadata.log.dir``); a broker keeps its copy in its
+        first log dir, Kafka's default."""
+        return self.node_dir(n) / ("metadata" if n.role == "controller" else "data")
+
+    def release_of(self, n: NodePlan) -> releases.Release:
+        return self.releases[self.controller_version if n.role == "controller" else self.version]
+
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.address}:{CONTROLLER_PORT}" for n in self.nodes if n.is_controller)
+
+    def properties(self, n: NodePlan) -> dict[str, str]:
+        """server.properties of one node: its identity and layout, then the campaign's settings."""
+        roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[n.role]
+        p: dict[str, str] = {"process.roles": roles, "node.id": str(n.node_id),
+                             "controller.quorum.voters": self.voters(), "controller.listener.names": "CONTROLLER",
+                             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
+        listeners = []
+        if n.is_broker:
+            listeners.append(f"PLAINTEXT://{n.address}:{BROKER_PORT}")
+            p["advertised.listeners"] = f"PLAINTEXT://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
+            p["inter.broker.listener.name"] = "PLAINTEXT"
+        if n.is_controller:
+            listeners.append(f"CONTROLLER://{n.address}:{CONTROLLER_PORT}")
+        p["listeners"] = ",".join(listeners)
+        p["log.dirs"] = str(self.data_dir(n) if n.is_broker else self.metadata_dir(n))
+        if n.role == "controller":
+            p["metadata.log.dir"] = str(self.metadata_dir(n))
+        brokers = sum(1 for x in self.nodes if x.is_broker)
+        # the internal topics fit the cluster (Kafka's defaults want 3 brokers and 50 partitions)
+        p.update({"offsets.topic.replication.factor": str(min(3, brokers)), "offsets.topic.num.partitions": "3",
+                  "transaction.state.log.replication.factor": str(min(3, brokers)),
+                  "transaction.state.log.min.isr": str(min(2, brokers)), "group.initial.rebalance.delay.ms": "0"})
+        p.update(server_properties(self.kafka))
+        return p
+
+    def jvm_command(self, n: NodePlan, log4j_prop: str) -> str:
+        rel = self.release_of(n)
+        args = [self.java, f"-Xms{HEAP[n.role]}", f"-Xmx{HEAP[n.role]}", *JVM_OPTS,
+                f"-Dkafka.logs.dir={self.node_dir(n) / 'logs'}", log4j_prop, "-cp", rel.classpath,
+                "kafka.Kafka", str(self.dir / f"{n.name}.properties")]
+        return " ".join(shlex.quote(a) for a in args)
+
+    def format_command(self, n: NodePlan) -> str:
+        """``kafka-storage format`` as the release requires it for this node: the cluster's id, the
+        campaign's metadata.version and features; ``--ignore-formatted`` so it formats only what a
+        disk wipe emptied (the operator's command after a disk replacement)."""
+        rel = self.release_of(n)
+        args = [self.java, "-Xmx128m", *JVM_OPTS, "-cp", rel.classpath, "kafka.tools.StorageTool", "format",
+                "-t", self.cluster_id, "-c", str(self.dir / f"{n.name}.properties"), "--ignore-formatted"]
+        if self.kafka.metadata_version:
+            args += ["-r", self.kafka.metadata_version]
+        for k, v in self.kafka.features.items():
+            args += ["--feature", f"{k}={v}"]
+        return " ".join(shlex.quote(a) for a in args)
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self, timeout: float = 180.0) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.net = ClusterNet.plan([n.name for n in self.nodes])
+        for n in self.nodes:
+            n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
+        # the heal ledger first: a run killed from here on leaves nothing `faultline heal` cannot remove
+        self.ledger.apply(self.entry_id, "process", {"what": "apache-kafka cluster", "dir": str(self.dir),
+                                                     "net": self.net.record()})
+        for v in sorted({self.version, self.controller_version}):
+            self.releases[v] = releases.ensure(v, say=self.say)
+        self.net.up()
+        log4j = {kind: write_log4j(self.dir, kind) for kind in {r.logging for r in self.releases.values()}}
+        for n in self.nodes:
+            for d in (self.node_dir(n) / "logs", self.data_dir(n) if n.is_broker else self.metadata_dir(n)):
+                d.mkdir(parents=True, exist_ok=True)
+            props = self.properties(n)
+            (self.dir / f"{n.name}.properties").write_text(
+                "# generated by faultline: the embedded Apache Kafka target\n"
+                + "".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        self.say(f"formatting {len(self.nodes)} nodes' storage (Apache Kafka {self.version}) ...")
+        self._format_all()
+        self.say(f"starting {len(self.nodes)} Kafka JVMs ...")
+        for n in sorted(self.nodes, key=lambda x: not x.is_controller):
+            cmd = self.jvm_command(n, log4j[self.release_of(n).logging][1])
+            pid = LocalTransport(n.name, netns=n.netns).spawn(cmd, log_path=str(self.node_dir(n) / "process.log"))
+            (self.dir / f"{n.name}.pid").write_text(f"{pid}\n")
+            self._commands[n.name] = cmd
+        self.bootstrap = ",".join(f"{n.address}:{BROKER_PORT}" for n in self.nodes if n.is_broker)
+        self._wait_ready(timeout)
+        self._refuse_unknown_keys()
+        (self.dir / "features.json").write_text(json.dumps(self._features(), indent=1) + "\n", encoding="utf-8")
+        return self.bootstrap
+
+    def _format_all(self) -> None:
+        """Every node's ``kafka-storage format`` at once (a JVM start each; two cores overlap them)."""
+        procs = {n.name: subprocess.Popen(self.format_command(n), shell=True, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True) for n in self.nodes}
+        for name, p in procs.items():
+            out, _ = p.communicate(timeout=120)
+            (self.dir / name / "format.log").write_text(out or "", encoding="utf-8")
+            if p.returncode != 0:
+                last = _first_error(out or "")
+                if "release version" in last.lower() or "metadata.version" in last.lower() or "feature" in last.lower():
+                    raise ConfigError(None, "target.settings", f"Apache Kafka {self.release_of(self._node(name)).version} "
+                                      f"refused to format {name}: {last}")
+                raise InfraError(f"{name}: kafka-storage format failed: {last} (log: {self.dir / name / 'format.log'})")
+            m = re.search(r"with metadata\.version (\S+?)\.?$", out or "", re.M)
+            if m:
+                self.metadata_version = m.group(1)
+
+    def _node(self, name: str) -> NodePlan:
+        return next(n for n in self.nodes if n.name == name)
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Until every broker is registered and unfenced (the Metadata response lists it); a JVM
+        that exits first ends the wait with its own last error line."""
+        from confluent_kafka.admin import AdminClient
+
+        want = sum(1 for n in self.nodes if n.is_broker)
+        admin = None
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            for n in self.nodes:
+                pid = int((self.dir / f"{n.name}.pid").read_text().split()[0])
+                if not LocalTransport(n.name).pid_alive(pid):
+                    raise self._died(n)
+            # no client before every broker's port answers: librdkafka would log each refused connect
+            if admin is None and all(_listening(n.address, BROKER_PORT) for n in self.nodes if n.is_broker):
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000})
+            try:
+                seen = len(admin.list_topics(timeout=2).brokers) if admin is not None else 0
+            except Exception:  # noqa: BLE001 - not up yet
+                seen = 0
+            if seen >= want:
+                return
+            time.sleep(0.25)
+        raise InfraError(f"Apache Kafka {self.version}: {seen} of {want} brokers registered within {timeout:g}s "
+                         f"(logs: {self.dir}/<node>/logs/server.log)")
+
+    def _died(self, n: NodePlan) -> Exception:
+        text = ""
+        for f in (self.node_dir(n) / "logs" / "server.log", self.node_dir(n) / "process.log"):
+            if f.exists():
+                text += f.read_text(encoding="utf-8", errors="replace")
+        last = _first_error(text) or "no error logged"
+        m = re.search(r"(?:ConfigException|IllegalArgumentException): (.*)", text)
+        if m:
+            return ConfigError(None, "target.settings", f"Apache Kafka {self.release_of(n).version} refused "
+                               f"{n.name}'s configuration: {m.group(1).strip()[:300]}")
+        return InfraError(f"{n.name} (Apache Kafka {self.release_of(n).version}) exited while starting: {last} "
+                          f"(log: {self.node_dir(n) / 'logs' / 'server.log'})")
+
+    def _refuse_unknown_keys(self) -> None:
+        """A key of the campaign that Kafka says it does not know (a typo Kafka itself only warns
+        about) is the user's mistake: exit 2 naming it, not a run against defaults."""
+        for n in self.nodes:
+            f = self.node_dir(n) / "logs" / "server.log"
+            text = f.read_text(encoding="utf-8", errors="replace") if f.exists() else ""
+            unknown = sorted(set(UNKNOWN_KEY_RE.findall(text)) & self.kafka.given)
+            if unknown:
+                raise ConfigError(None, f"target.settings.{unknown[0]}", f"Apache Kafka {self.release_of(n).version} "
+                                  "does not know this key (KafkaConfig: \"was supplied but isn't a known config\")")
+
+    # -- the run's view of it -------------------------------------------------------------
+    def write_inventory(self) -> Path:
+        """RUN/inventory.yaml: the running cluster as a plain local inventory, one host per node in
+        its own network namespace (``faultline_netns``) at its own address."""
+        brokers: dict[str, Any] = {}
+        controllers: dict[str, Any] = {}
+        for n in self.nodes:
+            host: dict[str, Any] = {
+                "ansible_host": n.address, "faultline_netns": n.netns, "kafka_node_id": n.node_id,
+                "kafka_listeners": (f"PLAINTEXT://{n.address}:{BROKER_PORT}" if n.is_broker
+                                    else f"CONTROLLER://{n.address}:{CONTROLLER_PORT}"),
+                "kafka_service": {"command": self._commands[n.name], "pidfile": str(self.dir / f"{n.name}.pid"),
+                                  "log": str(self.node_dir(n) / "process.log"), "format": self.format_command(n)},
+                "kafka_config": str(self.dir / f"{n.name}.properties"),
+                "kafka_log_dir": str(self.node_dir(n) / "logs"),
+                "kafka_version": self.release_of(n).version,
+            }
+            if n.is_broker:
+                host["kafka_data_dirs"] = [str(self.data_dir(n))]
+            if n.role == "controller":
+                host["kafka_metadata_log_dir"] = str(self.metadata_dir(n))
+            (controllers if n.role == "controller" else brokers)[n.name] = host
+        assert self.net is not None
+        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
+                                "kafka_cluster_id": self.cluster_id, "kafka_implementation": "apache-kafka",
+                                "faultline_harness_address": self.net.gateway},
+                       "children": {"brokers": {"hosts": brokers},
+                                    **({"controllers": {"hosts": controllers}} if controllers else {})}}}
+        path = self.run_dir / "inventory.yaml"
+        path.write_text(GENERATED_HEADER + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return path
+
+    def features(self) -> dict[str, Any]:
+        """``RUN/cluster/features.json`` as :meth:`start` wrote it (checkers/features.py reads it)."""
+        return json.loads((self.dir / "features.json").read_text(encoding="utf-8"))
+
+    def _features(self) -> dict[str, Any]:
+        """What the cluster runs: the releases, the metadata.version it was formatted with, and the
+        gates kraftsim's table of Kafka's versions gives that pair (kraftsim/features.py: each
+        gate cites the Kafka code and release), so the stories can name what decided a mechanism."""
+        sets = [f"kafka.version={self.version}"]
+        if self.metadata_version:
+            sets.append(f"metadata.version={self.metadata_version}")
+        if self.controller_version != self.version:
+            sets.append(f"controller.kafka.version={self.controller_version}")
+        for k, v in self.kafka.features.items():
+            sets.append(f"{k}={v}")
+        cmd = [sys.executable, "-m", "kraftsim", "features", *sum((["--set", s] for s in sets), [])]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        doc: dict[str, Any] = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else {}
+        if p.returncode != 0:
+            doc = {"kafka.version": self.version, "metadata.version": self.metadata_version,
+                   "gates_unknown": (p.stderr or "").strip()[:300]}
+        doc.update({"implementation": "apache-kafka", "gates_source": "kraftsim/features.py (Kafka's versions, cited)",
+                    "cluster.id": self.cluster_id})
+        return doc
+
+    def stop(self) -> None:
+        """SIGKILL every JVM (the run's logs are already collected), remove the network, done."""
+        kill_embedded({"dir": str(self.dir)})
+        left = remove_net(self.net.record()) if self.net is not None else []
+        if left:
+            raise InfraError(f"could not remove the cluster's network: {', '.join(left)} (run `faultline heal`)")
+        self.ledger.healed(self.entry_id)
+
+
+#: the first line of every inventory this launcher writes (harness/heal.py knows generated ones by it)
+GENERATED_HEADER = "# generated by faultline: the embedded Apache Kafka cluster of this run\n"
+
+
+def resolve_release(version: str | None, s: KafkaSettings) -> str:
+    """The brokers' release: the target's version, else the campaign's ``kafka.version``, else the
+    release that introduced its metadata.version (x.y.0, as kraftsim defaults it), else 4.1.0 -
+    kraftsim's default metadata.version. A target version and a kafka.version that differ are
+    refused: one campaign, one software."""
+    if version and s.release and version != s.release:
+        raise ConfigError(None, "target.settings.kafka.version", f"{s.release} differs from the target's release "
+                          f"{version} (apache-kafka:{version}); give one of them")
+    v = version or s.release
+    if v is None and s.metadata_version:
+        m = re.match(r"^(\d+)\.(\d+)", s.metadata_version)
+        v = f"{m.group(1)}.{m.group(2)}.0" if m else None
+    v = v or "4.1.0"
+    try:
+        releases.parse(v)
+    except ValueError as e:
+        raise ConfigError(None, "target.settings.kafka.version", str(e)) from None
+    return v
+
+
+def heal(record: dict[str, Any]) -> None:
+    """`faultline heal` of a dead run's cluster: its JVMs, then its network."""
+    kill_embedded(record)
+    if record.get("net"):
+        left = remove_net(record["net"])
+        if left:
+            raise InfraError(f"could not remove {', '.join(left)}")
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _first_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if " ERROR " in f" {ln} " or "Exception" in ln:
+            return re.sub(r"^\[[^\]]*\]\s*", "", ln)[:300]
+    return (lines[-1] if lines else "")[:300]
