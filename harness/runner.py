@@ -314,12 +314,29 @@ class Runner:
         s = dict(self.camp.schedule.settings)
         s["bootstrap.servers"] = self.cluster.bootstrap if self.cluster else ""
         s["run_dir"] = str(self.run_dir)
+        s.setdefault("topic", self.camp.topic.name)  # the workload's topic: what a fault on "partition N" means
         if isinstance(s.get("proxy"), dict):
             proxy = dict(s["proxy"])
+            proxy["listen"] = self.proxy_listen(str(proxy.get("listen") or "auto"))
             proxy.setdefault("control_dir", str(self.run_dir / "proxy"))
             proxy.setdefault("events", str(self.run_dir / "proxy-events.jsonl"))
             s["proxy"] = proxy
         return s
+
+    def proxy_listen(self, listen: str) -> str:
+        """The AlterPartition proxy's ``listen``: ``auto`` is this machine as the cluster's hosts
+        reach it (an embedded Apache Kafka cluster's bridge, ``faultline_harness_address``; else
+        loopback, where kraftsim's nodes are), any free port. A loopback address the hosts cannot
+        reach (they sit in namespaces of their own) is the campaign's mistake, said in one line."""
+        inv = self.cluster.inventory if self.cluster else self.camp.inventory
+        host, _, port = listen.rpartition(":") if listen != "auto" else ("auto", "", "0")
+        if host == "auto":
+            return f"{inv.harness_address or '127.0.0.1'}:{port or 0}"
+        if inv.harness_address and host.startswith("127."):
+            raise ConfigError(self.camp.path, "nemesis.settings.proxy.listen",
+                              f"{listen} is this machine's loopback, which the cluster's hosts (network namespaces "
+                              f"of their own) cannot reach; use listen: auto (here {inv.harness_address}:0)")
+        return listen
 
     def drive(self) -> None:
         c = self.camp

@@ -328,7 +328,9 @@ class AlterPartitionDelay(Nemesis):
             spec = {"id": record.id, "broker": x, "partition": params.get("partition"),
                     "until": until, "max_hold_s": float(params.get("max_hold_s", 120)),
                     "then_delay_ms": float(params.get("then_delay_ms", 0))}
-            topic = params.get("topic")
+            # the campaign's topic unless the step names another: on real Kafka other topics have a
+            # partition 0 too (__consumer_offsets), and a hold must not catch theirs
+            topic = params.get("topic") or self.ctx.settings.get("topic")
             if topic:
                 # AlterPartition v2+ names topics by id: match on the name only when we can map it
                 bootstrap = self.ctx.settings.get("bootstrap.servers")

@@ -6,8 +6,11 @@ Runs ON the Kafka host, stdlib only (``python3 -`` through the transport). docs/
 each log dir is removed, then ``meta.properties`` is written again with the same
 ``node.id`` and ``cluster.id`` (so the broker may rejoin its cluster, as after a real disk
 replacement and ``kafka-storage format``) and a new ``directory.id`` (a fresh disk is a new
-log directory, KIP-858). Prints {"dirs": [{dir, removed_entries, node_id, cluster_id,
-old_directory_id, new_directory_id}]}; exit 2 with one line on bad input.
+log directory, KIP-858). With ``--empty`` nothing is written back: the host's own
+``kafka-storage format`` (the inventory's ``kafka_service.format``) formats the emptied dirs as
+that release requires, as an operator brings a replaced disk back. Prints {"dirs": [{dir,
+removed_entries, node_id, cluster_id, old_directory_id, new_directory_id}]}; exit 2 with one
+line on bad input.
 """
 import argparse
 import base64
@@ -46,6 +49,7 @@ def main():
     ap.add_argument("--log-dir", action="append", required=True)
     ap.add_argument("--node-id", type=int, help="used when a log dir has no meta.properties")
     ap.add_argument("--cluster-id", help="used when a log dir has no meta.properties")
+    ap.add_argument("--empty", action="store_true", help="leave the dirs empty (a format command follows)")
     a = ap.parse_args()
     out = []
     for d in a.log_dir:
@@ -55,7 +59,7 @@ def main():
         meta = read_meta(meta_path) if os.path.exists(meta_path) else {}
         node_id = meta.get("node.id") or meta.get("broker.id") or (str(a.node_id) if a.node_id is not None else None)
         cluster_id = meta.get("cluster.id") or a.cluster_id
-        if node_id is None or cluster_id is None:
+        if (node_id is None or cluster_id is None) and not a.empty:
             fail(f"{meta_path}: no node.id/cluster.id to keep; pass --node-id and --cluster-id")
         removed = 0
         for n in os.listdir(d):
@@ -65,6 +69,11 @@ def main():
             else:
                 os.remove(p)
             removed += 1
+        if a.empty:
+            out.append({"dir": d, "removed_entries": removed, "node_id": int(node_id) if node_id else None,
+                        "cluster_id": cluster_id, "old_directory_id": meta.get("directory.id"),
+                        "new_directory_id": None})
+            continue
         new_id = new_directory_id()
         tmp = meta_path + ".tmp"
         with open(tmp, "w") as fh:
