@@ -160,6 +160,9 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
         "allowed_by": decided["allowed_by"],
         **({"send_errors": errors} if exp.require_errors else {}),
         "run_id": run.get("run_id"),
+        # what the run ran against (run.json): kraftsim, real Apache Kafka of a release, or a lab
+        "target": run.get("target"),
+        "target_version": run.get("target_version"),
         "mechanisms": mechanism_counts(stories),
         "stories": stories,
         "examples": {name: an.examples(name, EXAMPLES) for name in an.counts if counts[name] > 0},

@@ -96,6 +96,12 @@ class View:
         return self.cluster.events_since(wall)
 
 
+def target_name(camp: Campaign) -> str:
+    """The target as the index and JUnit group runs: the inventory's name, or ``apache-kafka`` for the
+    embedded real-Kafka cluster (its release is :func:`target_version`)."""
+    return "apache-kafka" if camp.inventory.embedded == "apache-kafka" else camp.inventory_path.stem
+
+
 def target_version(camp: Campaign) -> str:
     """What the run runs against, for run.json, the report, the index and JUnit."""
     inv = camp.inventory
@@ -199,7 +205,7 @@ class Runner:
         c = self.camp
         self.run_json.update({
             "run_id": self.run_id, "campaign": c.name, "campaign_path": str(c.path),
-            "inventory": str(c.inventory_path), "target": c.inventory_path.stem, "seed": c.seed,
+            "inventory": str(c.inventory_path), "target": target_name(c), "seed": c.seed,
             "wall_at_t0": self.clock.wall_at_t0, **c.expectation.to_json(),
             "switches": {str(k): v for k, v in c.settings.items()},
             # the topic as created: the checker's min-ISR invariant reads min_insync_replicas here

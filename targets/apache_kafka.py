@@ -176,14 +176,14 @@ class EmbeddedApacheKafka:
     def start(self, timeout: float = 180.0) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.net = ClusterNet.plan([n.name for n in self.nodes])
-        for n in self.nodes:
-            n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
         # the heal ledger first: a run killed from here on leaves nothing `faultline heal` cannot remove
         self.ledger.apply(self.entry_id, "process", {"what": "apache-kafka cluster", "dir": str(self.dir),
                                                      "net": self.net.record()})
         for v in sorted({self.version, self.controller_version}):
             self.releases[v] = releases.ensure(v, say=self.say)
-        self.net.up()
+        self.net.up()   # may move to another free /24 than planned: addresses are read after it
+        for n in self.nodes:
+            n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
         log4j = {kind: write_log4j(self.dir, kind) for kind in {r.logging for r in self.releases.values()}}
         for n in self.nodes:
             for d in (self.node_dir(n) / "logs", self.data_dir(n) if n.is_broker else self.metadata_dir(n)):

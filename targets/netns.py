@@ -18,14 +18,17 @@ left: processes in the namespaces, the namespaces, the veths and the bridge.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import os
 import random
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
+from groundwork.ledger import state_dir
 from targets.base import InfraError
 
 #: where the embedded clusters' subnets come from: the upper quarter of faultline's 10.250.0.0/16
@@ -120,9 +123,17 @@ class ClusterNet:
         why = can_create()
         if why:
             raise InfraError(why)
-        held = [u for u in routed_subnets() if u.prefixlen > 0 and u.overlaps(self.subnet)]
-        if held:
-            raise InfraError(f"{self.subnet} is already routed on this machine ({held[0]}); cannot build the cluster's network")
+        # one cluster at a time between "is this /24 free?" and its bridge holding the route, so two
+        # runs starting together (a suite's tests on two workers) never pick the same subnet
+        with _subnet_lock():
+            held = [u for u in routed_subnets() if u.prefixlen > 0 and u.overlaps(self.subnet)]
+            if held:
+                self.subnet = free_subnet()
+                for i, n in enumerate(self.nodes.values()):
+                    n.address = str(self.subnet.network_address + 10 + i)
+            self._create()
+
+    def _create(self) -> None:
         try:
             # frames between the nodes stay off the host's iptables (br_netfilter, which dockerd loads
             # with FORWARD's policy at DROP, would drop them): this bridge's own switch, so nothing in
@@ -145,6 +156,17 @@ class ClusterNet:
         except BaseException:
             remove(self.record())
             raise
+
+
+@contextlib.contextmanager
+def _subnet_lock() -> Iterator[None]:
+    """An exclusive lock in faultline's state dir (flock: released when the process dies)."""
+    with open(state_dir() / "cluster-net.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def remove(record: dict[str, Any], timeout: float = 10.0) -> list[str]:

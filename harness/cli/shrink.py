@@ -18,7 +18,7 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
-from harness.cli.common import EXIT_INFRA, EXIT_OK, Exit, err, live_progress, out
+from harness.cli.common import EXIT_INFRA, EXIT_OK, Exit, err, live_progress, out, target_overrides
 
 
 def _line(p: Any) -> Text:
@@ -35,6 +35,8 @@ def shrink(run_dir: Path = typer.Argument(..., help="a run directory that lost a
            time_budget: Optional[float] = typer.Option(None, "--time-budget", help="stop searching after this many seconds"),
            out_file: Optional[Path] = typer.Option(None, "--out", help="the minimal campaign (default RUN/shrink/minimal.yaml)"),
            set_: list[str] = typer.Option([], "--set", help="override for every replay: dotted.key=value (repeatable)"),
+           target: Optional[str] = typer.Option(None, "--target", help="replay on this embedded cluster (kraftsim or "
+                                                "apache-kafka[:VERSION]): a kraftsim loss shrunk on real Kafka"),
            tail: float = typer.Option(5.0, "--tail", help="workload seconds after a candidate's last heal"),
            simplify_: bool = typer.Option(True, "--simplify/--no-simplify",
                                           help="after ddmin, try shorter, thinner and earlier steps"),
@@ -56,7 +58,7 @@ def shrink(run_dir: Path = typer.Argument(..., help="a run directory that lost a
     prog = Progress()
     stop = threading.Event()
     sh = Shrinker(run_dir, ShrinkOptions(replays=replays, max_runs=max_runs, time_budget=time_budget,
-                                         out=out_file, overrides=list(set_), tail=tail,
+                                         out=out_file, overrides=target_overrides(target) + list(set_), tail=tail,
                                          simplify=simplify_),
                   progress=prog, stop_event=stop, say=lambda s: err.print(s, markup=False))
     with signals_raise(Interrupted, stop):

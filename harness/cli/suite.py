@@ -39,6 +39,9 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
           wait: bool = typer.Option(False, "--wait", help="a cell whose lab another run holds waits for it (`faultline run --wait`)"),
           only: Optional[list[str]] = typer.Option(None, "--cell",
                                                    help="run only the cells whose name matches this glob (e.g. 'kip-903/*'); repeatable"),
+          target: Optional[str] = typer.Option(None, "--target", help="run every cell on this embedded cluster: "
+                                               "kraftsim or apache-kafka[:VERSION] (a suite's `target` axis runs "
+                                               "each cell on several)"),
           keep_last: Optional[int] = typer.Option(None, "--keep-last",
                                                   help="after the suite, keep the newest N run and N suite directories in its results dir "
                                                        "and delete the older ones (`faultline prune`); wins over the suite file's retention.keep_last")) -> None:
@@ -57,6 +60,8 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
         raise ConfigError(None, "SUITE", "give a suite file, or --resume DIR")
     if keep_last is not None and keep_last < 1:
         raise ConfigError(None, "--keep-last", f"want at least 1 (the suite itself is kept), got {keep_last}")
+    if resume is not None and target:
+        raise ConfigError(None, "--target", "a resumed suite runs the cells it was started with; give no --target with --resume")
     if resume is not None and only:
         raise ConfigError(None, "--cell", "a resumed suite runs the cells it was started with; give no --cell with --resume")
     if resume is not None and suite_file is not None:
@@ -70,7 +75,7 @@ def suite(suite_file: Optional[Path] = typer.Argument(None, help="suite YAML fil
         for n in runner.recover():
             err.print(f"resume: {n}", markup=False)
     else:
-        spec = load_suite(suite_file)  # ConfigError -> exit 2, one line
+        spec = load_suite(suite_file, target=target)  # ConfigError -> exit 2, one line
         if only:
             spec = select_cells(spec, only)
         if preflight_:

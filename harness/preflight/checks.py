@@ -503,8 +503,10 @@ def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
     rep = Report(inv.path, inv.transport, bool(inv.embedded), [])
     if inv.embedded:
         rep.notes.append(f"embedded {inv.embedded}: the cluster is generated for each run on this machine "
-                         "(RUN/cluster), so there are no lab hosts to reach and no lab lock; checked: kraftsim "
-                         "starts, the results and state dirs, free disk, root for network faults")
+                         "(RUN/cluster), so there are no lab hosts to reach and no lab lock; checked: "
+                         + ("the release in the cache (or Maven), a JVM, root for the nodes' network namespaces"
+                            if inv.embedded == "apache-kafka" else "kraftsim starts")
+                         + ", the results and state dirs, free disk, root for network faults")
         rep.hosts.append(check_embedded(inv, opts))
         return rep
     specs = list(inv.hosts.values())

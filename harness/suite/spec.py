@@ -157,8 +157,8 @@ def _axes(c: Validator, v: Any) -> dict[str, list[str]]:
             if isinstance(x, (dict, list)) or x is None:
                 raise c.fail(f"axes.{k}[{i}]", "expected a scalar value (string, number or boolean)")
             t = _scalar(x)
-            if not re.fullmatch(r"[A-Za-z0-9._/=@+-]+", t):
-                raise c.fail(f"axes.{k}[{i}]", f"letters, digits and . _ / = @ + - (it names the cells), got {t!r}")
+            if not re.fullmatch(r"[A-Za-z0-9._/=@+:-]+", t):
+                raise c.fail(f"axes.{k}[{i}]", f"letters, digits and . _ / = @ + : - (it names the cells), got {t!r}")
             if t in texts:
                 raise c.fail(f"axes.{k}[{i}]", f"value {t!r} is listed twice")
             texts.append(t)
@@ -219,7 +219,7 @@ def _inventories(c: Validator, v: Any, path: str, base: Path) -> list[str | None
     return out
 
 
-def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpec:
+def load_suite(file: str | Path, *, validate_campaigns: bool = True, target: str | None = None) -> SuiteSpec:
     """Parse and validate a suite file; raise ConfigError (one line: file, field, want)."""
     path = Path(file)
     doc = load_yaml(path, "suite file")
@@ -235,6 +235,8 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
     defaults = c.mapping(doc.get("defaults"), "defaults")
     c.keys(defaults, "defaults", DEFAULT_KEYS)
     axes = _axes(c, doc.get("axes"))
+    if target and any(k in ("target", "target.embedded") for k in axes):
+        raise c.fail("axes", "the suite's own target axis picks each cell's target; give no --target with it")
     base = path.resolve().parent
     raw_cells = doc["cells"]
     if not isinstance(raw_cells, list) or not raw_cells:
@@ -257,6 +259,8 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True) -> SuiteSpe
         if allowed_by and expect != LOSS_ALLOWED:
             raise c.fail(f"{p}.allowed_by", "only meaningful with expect: loss-allowed")
         sets = _overrides(c, defaults.get("set"), "defaults.set") + _overrides(c, m.get("set"), f"{p}.set")
+        if target:   # `faultline suite --target X`: every cell on that embedded cluster, before its own sets
+            sets = [f"target.embedded={target}"] + sets
         for o in sets:
             key = o.split("=", 1)[0].strip()
             if key in OWN_KEYS:
