@@ -14,7 +14,7 @@ Addresses come from faultline's own subnet (10.250.0.0/16, docs/architecture.md)
 
 Everything is created after its names are in the heal ledger (``record()``), and
 :func:`remove` undoes it from that record alone, so `faultline heal` removes what a killed run
-left: processes in the namespaces, the namespaces, the veths and the bridge.
+left: processes in the namespaces, the namespaces, the veths, the bridge and its FORWARD rule.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from targets.base import InfraError
 #: where the embedded clusters' subnets come from: the upper quarter of faultline's 10.250.0.0/16
 #: (the test labs use 10.250.1-63.0/24, tests/support/netlab.py)
 POOL = ipaddress.ip_network("10.250.64.0/18")
-#: the FORWARD rule's comment prefix, where a kernel cannot keep the bridge out of iptables (dockerd
-#: sets FORWARD's policy to DROP and loads br_netfilter, which drops traffic between the namespaces)
+#: the comment of the FORWARD rule that lets the bridge forward (dockerd sets FORWARD's policy to DROP
+#: and loads br_netfilter, which would drop traffic between the namespaces)
 FORWARD_TAG = "faultline-net:"
 
 
@@ -135,13 +135,13 @@ class ClusterNet:
 
     def _create(self) -> None:
         try:
-            # frames between the nodes stay off the host's iptables (br_netfilter, which dockerd loads
-            # with FORWARD's policy at DROP, would drop them): this bridge's own switch, so nothing in
-            # the host's ruleset changes; a FORWARD rule only where the kernel lacks the switch
-            if _ip("link", "add", self.bridge, "type", "bridge", "nf_call_iptables", "0", check=False).returncode != 0:
-                _ip("link", "add", self.bridge, "type", "bridge")
-                subprocess.run(["iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT",
-                                "-m", "comment", "--comment", FORWARD_TAG + self.bridge], capture_output=True, check=False)
+            # dockerd loads br_netfilter (frames between the nodes go through the host's FORWARD chain)
+            # and sets FORWARD's policy to DROP: let this bridge forward. The bridge's own
+            # nf_call_iptables switch cannot do it - the kernel calls iptables when either it or the
+            # namespace's net.bridge.bridge-nf-call-iptables is on (br_netfilter_hooks.c)
+            _ip("link", "add", self.bridge, "type", "bridge")
+            subprocess.run(["iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT",
+                            "-m", "comment", "--comment", FORWARD_TAG + self.bridge], capture_output=True, check=False)
             _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
             for n in self.nodes.values():
