@@ -1,6 +1,7 @@
 """``python -m lossyfs mount|crash|status|unmount``.
 
-- ``mount BACKING MOUNTPOINT --control SOCK [--writeback-ms N] [--foreground] [--log FILE]``:
+- ``mount BACKING MOUNTPOINT --control SOCK [--writeback-ms N] [--foreground] [--log FILE]
+  [--trace FILE]``:
   mount BACKING at MOUNTPOINT; without ``--foreground`` the daemon goes to the background and
   this command returns (printing its pid) once the mount answers. Its log: ``--log``, else
   ``SOCK.log``.
@@ -66,7 +67,7 @@ def _check_mount_args(a: argparse.Namespace) -> None:
 def cmd_mount(a: argparse.Namespace) -> int:
     _check_mount_args(a)
     from lossyfs.daemon import Daemon, log
-    d = Daemon(a.backing, a.mountpoint, a.control, a.writeback_ms)
+    d = Daemon(a.backing, a.mountpoint, a.control, a.writeback_ms, a.trace)
     if a.foreground:
         def ready(err: str | None) -> None:
             print(err or f"lossyfs: mounted {d.mountpoint} (pid {os.getpid()})", file=sys.stderr, flush=True)
@@ -165,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="commit what has been dirty this long (the kernel's writeback); 0: never")
     m.add_argument("--foreground", action="store_true")
     m.add_argument("--log", help="the daemon's log (default SOCK.log)")
+    m.add_argument("--trace", help="append one line per write, truncate, fsync, fsyncdir, create, rename, "
+                                   "unlink to this file (to see what the kernel sends)")
     m.set_defaults(fn=cmd_mount)
     for name, fn in (("crash", cmd_crash), ("status", cmd_status)):
         p = sub.add_parser(name)

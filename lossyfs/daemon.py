@@ -63,11 +63,13 @@ def detach(mountpoint: str) -> int | None:
 
 
 class Daemon:
-    def __init__(self, backing: str, mountpoint: str, control: str, writeback_ms: int = 0):
+    def __init__(self, backing: str, mountpoint: str, control: str, writeback_ms: int = 0,
+                 trace: str | None = None):
         self.backing = os.path.abspath(backing)
         self.mountpoint = os.path.abspath(mountpoint)
         self.control = os.path.abspath(control)
         self.writeback_ms = writeback_ms
+        self._trace = open(trace, "a", buffering=1) if trace else None
         self.dur: Durability | None = None
         self.ops: LossyOps | None = None
         self.generation = 0
@@ -97,7 +99,7 @@ class Daemon:
         first = True
         try:
             while True:
-                ops = LossyOps(self.dur)
+                ops = LossyOps(self.dur, self.trace if self._trace else None)
                 with self.mounted:
                     self.ops = ops
                 if first:
@@ -135,6 +137,10 @@ class Daemon:
             self.finished.set()
             if self.stopping:
                 self.replied.wait(5)
+
+    def trace(self, line: str) -> None:
+        assert self._trace is not None
+        self._trace.write(f"{time.monotonic():.6f} {line}\n")
 
     def _answering(self, ops: LossyOps, timeout: float = 30.0) -> bool:
         if not ops.ready.wait(timeout):

@@ -367,7 +367,7 @@ class Durability:
         def listing(ino: int, rel: str) -> dict[str, tuple[int, bool]]:
             if ino in self.dirs:
                 return self.dirs[ino].durable
-            paths = where.get(ino)
+            paths = [""] if ino == self.root_ino else where.get(ino)
             if paths:
                 return self._listing(os.path.join(self.root, paths[0]))
             return {}   # a directory aside was empty when it left

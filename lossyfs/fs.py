@@ -54,9 +54,12 @@ class LossyOps(mfusepy.Operations):
 
     use_ns = True
 
-    def __init__(self, dur: Durability):
+    def __init__(self, dur: Durability, trace: Callable[[str], None] | None = None):
         self.dur = dur
         self.down = False
+        #: ``--trace``: one line per write, truncate, fsync, fsyncdir and change of names, to see
+        #: what the kernel really sends (a JVM's MappedByteBuffer.force, say)
+        self.trace = trace
         #: set when the kernel's FUSE_INIT arrived: the mount answers
         self.ready = threading.Event()
         #: the capabilities the kernel and libfuse agreed on (``status`` reports them)
@@ -81,6 +84,16 @@ class LossyOps(mfusepy.Operations):
             config.use_ino = 1
             config.nullpath_ok = 1
         self.ready.set()
+
+    def _name(self, path: str | None, fh: int | None) -> str:
+        """For the trace: the mount path, from the handle when libfuse gave none."""
+        if path is None and fh is not None:
+            try:
+                full = os.readlink(f"/proc/self/fd/{fh}")
+            except OSError:
+                return f"fh:{fh}"
+            return "/" + os.path.relpath(full, self.dur.root).lstrip(".") if full != self.dur.root else "/"
+        return str(path)
 
     # -- attributes and reads ------------------------------------------------------------------
     @_op
@@ -145,6 +158,8 @@ class LossyOps(mfusepy.Operations):
 
     @_op
     def create(self, path: str, mode: int, flags: int) -> int:
+        if self.trace:
+            self.trace(f"create {path}")
         return self.dur.create(self.dur.full(path), flags, mode)
 
     @_op
@@ -161,14 +176,20 @@ class LossyOps(mfusepy.Operations):
     # -- data --------------------------------------------------------------------------------
     @_op
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
+        if self.trace:
+            self.trace(f"write {self._name(path, fh)} {offset} {len(data)}")
         return self.dur.write(fh, data, offset)
 
     @_op
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
+        if self.trace:
+            self.trace(f"truncate {self._name(path, fh)} {length}")
         if fh is not None:
             self.dur.truncate(fh, length)
             return 0
-        fd = os.open(self.dur.full(path or "/"), os.O_RDWR)
+        if path is None:
+            raise mfusepy.FuseOSError(errno.EBADF)
+        fd = os.open(self.dur.full(path), os.O_RDWR)
         try:
             self.dur.truncate(fd, length)
         finally:
@@ -184,11 +205,15 @@ class LossyOps(mfusepy.Operations):
 
     @_op
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
+        if self.trace:
+            self.trace(f"{'fdatasync' if datasync else 'fsync'} {self._name(path, fh)}")
         self.dur.commit_file(fh)
         return 0
 
     @_op
     def fsyncdir(self, path: str | None, datasync: int, fh: int) -> int:
+        if self.trace:
+            self.trace(f"fsyncdir {self._name(path, fh)}")
         self.dur.commit_dir(fh)
         return 0
 
@@ -210,6 +235,8 @@ class LossyOps(mfusepy.Operations):
 
     @_op
     def unlink(self, path: str) -> int:
+        if self.trace:
+            self.trace(f"unlink {path}")
         self.dur.unlink(self.dur.full(path))
         return 0
 
@@ -227,6 +254,8 @@ class LossyOps(mfusepy.Operations):
 
     @_op
     def rename(self, old: str, new: str, flags: int = 0) -> int:
+        if self.trace:
+            self.trace(f"rename {old} {new}")
         if flags & RENAME_EXCHANGE or flags & ~RENAME_NOREPLACE:
             raise mfusepy.FuseOSError(errno.EINVAL)
         if flags & RENAME_NOREPLACE and os.path.lexists(self.dur.full(new)):
@@ -235,19 +264,25 @@ class LossyOps(mfusepy.Operations):
         return 0
 
     # -- metadata (not tracked: a crash keeps what it is now) ------------------------------------
+    # (no path: libfuse gives none only for a file unlinked while open, whose metadata no
+    # name will show again)
     @_op
     def chmod(self, path: str | None, mode: int) -> int:
-        os.chmod(self.dur.full(path or "/"), mode)
+        if path is not None:
+            os.chmod(self.dur.full(path), mode)
         return 0
 
     @_op
     def chown(self, path: str | None, uid: int, gid: int) -> int:
-        os.chown(self.dur.full(path or "/"), uid, gid, follow_symlinks=False)
+        if path is not None:
+            os.chown(self.dur.full(path), uid, gid, follow_symlinks=False)
         return 0
 
     @_op
     def utimens(self, path: str | None, times: tuple[int, int] | None = None) -> int:
-        full = self.dur.full(path or "/")
+        if path is None:
+            return 0
+        full = self.dur.full(path)
         if times:
             os.utime(full, ns=times, follow_symlinks=False)
         else:
@@ -256,8 +291,13 @@ class LossyOps(mfusepy.Operations):
 
 
 class LossyFUSE(mfusepy.FUSE):
-    """mfusepy's FUSE with rename's flags passed on (mfusepy drops them, which would let
-    ``RENAME_NOREPLACE`` replace a file)."""
+    """mfusepy's FUSE with rename's flags passed on (mfusepy 3.1 drops them, which would let
+    ``RENAME_NOREPLACE`` replace a file), and truncate's file handle (mfusepy 3.1 drops it, so an
+    ``ftruncate`` - Java's ``RandomAccessFile.setLength`` - would come with neither a path
+    (``nullpath_ok``) nor a handle)."""
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        return self.ftruncate(path, length, fip)
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:  # noqa: D401 - libfuse callback
         return self.operations.rename(old.decode(self.encoding, self.errors),
