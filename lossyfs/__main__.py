@@ -155,8 +155,14 @@ def cmd_unmount(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """argparse's usage lines become one line: bad input is one line and exit 2."""
+        raise Usage(f"{self.prog}: {message} (see --help)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lossyfs", description=__doc__.split("\n")[0])
+    ap = _Parser(prog="python -m lossyfs", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("mount", help="mount BACKING at MOUNTPOINT")
     m.add_argument("backing")
@@ -178,9 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     u.set_defaults(fn=cmd_unmount)
     try:
         a = ap.parse_args(argv)
-    except SystemExit as e:   # argparse printed its usage line; bad input is exit 2
-        return 2 if e.code else 0
-    try:
         return a.fn(a)
     except Usage as e:
         print(str(e), file=sys.stderr)

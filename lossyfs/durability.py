@@ -23,6 +23,7 @@ area holds them, so a rename is followed wherever it goes.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import os
 import shutil
@@ -30,7 +31,7 @@ import stat
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 #: lossyfs's own directory at the root of the backing directory (hidden from the mount)
 STATE_DIR = ".lossyfs"
@@ -96,11 +97,25 @@ class Durability:
         self.lock = threading.RLock()
         self.files: dict[int, FileState] = {}
         self.dirs: dict[int, DirState] = {}
+        #: set by :meth:`restore` (the crash): no change lands until the next mount (:meth:`thaw`)
+        self.frozen = False
+        #: open backing descriptor -> its inode (a descriptor always names one file)
+        self.ino_of: dict[int, int] = {}
         # a previous daemon's leftovers: what it kept aside belonged to a durable state nobody
         # knows any more (it died); the backing directory as it is now is the durable state
         shutil.rmtree(self.state_dir, ignore_errors=True)
         os.makedirs(self.aside)
         self.root_ino = os.lstat(self.root).st_ino
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """The lock, for an operation that changes the backing directory: refused (EIO) once a
+        crash has begun - an operation that waited for the lock while the crash restored the
+        durable state must not land after it."""
+        with self.lock:
+            if self.frozen:
+                raise OSError(errno.EIO, "lossyfs: the machine is down (crash in progress)")
+            yield
 
     # -- paths -------------------------------------------------------------------------------
     def full(self, rel: str) -> str:
@@ -132,16 +147,30 @@ class Durability:
             data = os.pread(fd, b - a, a)
             st.save(a, data + bytes(b - a - len(data)))
 
+    def _ino(self, fd: int) -> int:
+        ino = self.ino_of.get(fd)
+        if ino is None:
+            ino = self.ino_of[fd] = os.fstat(fd).st_ino
+        return ino
+
+    def release(self, fd: int) -> None:
+        """The kernel let go of a handle (close commits nothing)."""
+        self.ino_of.pop(fd, None)
+        os.close(fd)
+
     def write(self, fd: int, data: bytes, offset: int) -> int:
-        with self.lock:
-            fs = os.fstat(fd)
-            st = self._file(fs.st_ino, fs.st_size)
+        """The hot path: one dict lookup per write once the file is tracked (appends copy nothing)."""
+        with self._changing():
+            st = self.files.get(self._ino(fd))
+            if st is None:
+                fs = os.fstat(fd)
+                st = self._file(fs.st_ino, fs.st_size)
             if offset < st.durable_size:
                 self._preserve(fd, st, offset, offset + len(data))
             return os.pwrite(fd, data, offset)
 
     def truncate(self, fd: int, length: int) -> None:
-        with self.lock:
+        with self._changing():
             fs = os.fstat(fd)
             if length != fs.st_size:
                 st = self._file(fs.st_ino, fs.st_size)
@@ -152,7 +181,7 @@ class Durability:
     def fallocate(self, fd: int, offset: int, length: int) -> None:
         """Mode 0 only: it can only grow the file, so nothing durable is at risk; the growth
         itself is not durable until an fsync."""
-        with self.lock:
+        with self._changing():
             fs = os.fstat(fd)
             if offset + length > fs.st_size:
                 self._file(fs.st_ino, fs.st_size)
@@ -160,8 +189,8 @@ class Durability:
 
     def commit_file(self, fd: int) -> None:
         """fsync / fdatasync: the file's data and size are durable as they are now."""
-        with self.lock:
-            self.files.pop(os.fstat(fd).st_ino, None)
+        with self._changing():
+            self.files.pop(self._ino(fd), None)
 
     # -- names ---------------------------------------------------------------------------------
     def _touch_dir(self, dir_path: str) -> None:
@@ -191,7 +220,7 @@ class Durability:
 
     def create(self, path: str, flags: int, mode: int) -> int:
         """open(O_CREAT): a new file is durable nowhere, and empty."""
-        with self.lock:
+        with self._changing():
             self._touch_dir(os.path.dirname(path))
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
@@ -206,7 +235,7 @@ class Durability:
         """open: the backing file is opened read-write whatever the caller asked (the kernel
         reads pages through any handle of a shared mapping, and pre-images are read through
         it), without O_APPEND (the kernel gives the offset); O_TRUNC is a tracked truncate."""
-        with self.lock:
+        with self._changing():
             try:
                 fd = os.open(path, os.O_RDWR | (flags & os.O_NOFOLLOW))
             except OSError as e:
@@ -218,29 +247,29 @@ class Durability:
             return fd
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        with self.lock:
+        with self._changing():
             self._touch_dir(os.path.dirname(path))
             os.mknod(path, mode, dev)
             if stat.S_ISREG(mode):
                 self.files[os.lstat(path).st_ino] = FileState(durable_size=0)
 
     def mkdir(self, path: str, mode: int) -> None:
-        with self.lock:
+        with self._changing():
             self._touch_dir(os.path.dirname(path))
             os.mkdir(path, mode)
 
     def symlink(self, target: str, path: str) -> None:
-        with self.lock:
+        with self._changing():
             self._touch_dir(os.path.dirname(path))
             os.symlink(target, path)
 
     def link(self, existing: str, path: str) -> None:
-        with self.lock:
+        with self._changing():
             self._touch_dir(os.path.dirname(path))
             os.link(existing, path)
 
     def unlink(self, path: str) -> None:
-        with self.lock:
+        with self._changing():
             st = os.lstat(path)
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError(21, "is a directory", path)
@@ -248,7 +277,7 @@ class Durability:
             self._remove(path, st)
 
     def rmdir(self, path: str) -> None:
-        with self.lock:
+        with self._changing():
             st = os.lstat(path)
             if not stat.S_ISDIR(st.st_mode):
                 raise NotADirectoryError(20, "not a directory", path)
@@ -258,7 +287,7 @@ class Durability:
             self._remove(path, st)
 
     def rename(self, old: str, new: str) -> None:
-        with self.lock:
+        with self._changing():
             src = os.lstat(old)
             try:
                 dst: os.stat_result | None = os.lstat(new)
@@ -281,7 +310,7 @@ class Durability:
     def commit_dir(self, fd: int) -> None:
         """fsync of a directory (its descriptor): its names are durable as they are now; what
         only its old names held aside is gone for good."""
-        with self.lock:
+        with self._changing():
             self.dirs.pop(os.fstat(fd).st_ino, None)
             self._drop_unreferenced()
 
@@ -298,12 +327,20 @@ class Durability:
                     if st.st_nlink <= 1:
                         self.files.pop(st.st_ino, None)
 
+    def thaw(self) -> None:
+        """A new mount generation: what is in the backing directory now is durable."""
+        with self.lock:
+            self.ino_of.clear()
+            self.frozen = False
+
     # -- the kernel's writeback ------------------------------------------------------------------
     def writeback(self, older_than: float) -> int:
         """Commit every file and directory dirty for at least ``older_than`` seconds (the
         kernel writing back old dirty pages, the filesystem's journal committing names).
         Returns how many were committed."""
         with self.lock:
+            if self.frozen:
+                return 0
             cut = time.monotonic() - older_than
             files = [i for i, s in self.files.items() if s.dirty_since <= cut]
             dirs = [i for i, s in self.dirs.items() if s.dirty_since <= cut]
@@ -393,6 +430,7 @@ class Durability:
         by hard link), what the stage still holds is deleted; then every surviving file changed
         since its fsync is cut to its durable size and its pre-images written back."""
         with self.lock:
+            self.frozen = True
             t0 = time.monotonic()
             where, stats = self._walk()
             aside: dict[int, bool] = {}

@@ -168,7 +168,7 @@ class LossyOps(mfusepy.Operations):
 
     def release(self, path: str | None, fh: int) -> int:
         try:
-            os.close(fh)
+            self.dur.release(fh)
         except OSError:
             pass
         return 0
