@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pytest
@@ -103,3 +104,22 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def child_until(argv: list[str], ready: str) -> Iterator[subprocess.Popen[str]]:
+    """A writer process, once it printed ``ready``; the block SIGKILLs it (a broker's reboot),
+    and whatever happens it is gone afterwards."""
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == ready
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+
+
+def sigkill(child: subprocess.Popen[str]) -> None:
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)

@@ -8,14 +8,13 @@ crash reported, so a report that says the wrong thing fails as surely as a wrong
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
-from tests.lossyfs.conftest import Mount, fsync_dir, lossyfs, mounted, start_mount, unmount_hard, write_file
+from tests.lossyfs.conftest import (Mount, child_until, fsync_dir, lossyfs, mounted, sigkill, start_mount,
+                                    unmount_hard, write_file)
 
 
 def test_write_fsync_write_keeps_exactly_the_synced_bytes(lfs: Mount) -> None:
@@ -173,16 +172,9 @@ def test_a_dying_process_loses_its_last_unsynced_writes(lfs: Mount) -> None:
         print("written", flush=True)
         time.sleep(60)
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "written"
+    with child_until([sys.executable, "-c", script], "written") as child:
         assert f.stat().st_size == 4096 + 64 * 1024
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        sigkill(child)
     report = lfs.crash()
     assert f.read_bytes() == b"D" * 4096
     assert report["files"][0]["dropped_bytes"] == 64 * 1024
@@ -205,18 +197,11 @@ def test_a_shared_mapping_keeps_the_forced_page_and_loses_the_other(lfs: Mount) 
     f = lfs.mnt / "00000000000000000000.index"
     write_file(f, b"\0" * 3 * 4096, fsync=True)
     fsync_dir(lfs.mnt)
-    child = subprocess.Popen([sys.executable, "-c", MMAP_CHILD, str(f)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "mapped"
+    with child_until([sys.executable, "-c", MMAP_CHILD, str(f)], "mapped") as child:
         with open(f, "rb") as fh:        # the other process sees both pages (one page cache)
             data = fh.read()
         assert data[0:4] == b"KEEP" and data[4096:4100] == b"LOST"
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        sigkill(child)
     lfs.crash()
     data = f.read_bytes()
     assert data[0:4] == b"KEEP"
@@ -285,13 +270,10 @@ def test_a_jvm_keeps_what_it_forced_and_loses_the_rest(tmp_path: Path) -> None:
     and a crash the forced bytes are there and the others are not. The trace shows what came."""
     trace = tmp_path / "trace"
     m = start_mount(tmp_path, "--trace", str(trace))
-    child = None
     try:
         src = Path(__file__).parent / "java" / "KafkaLikeWrites.java"
-        child = subprocess.Popen(["java", "-Xshare:auto", str(src), str(m.mnt)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
+        with child_until(["java", str(src), str(m.mnt)], "ready") as child:
+            sigkill(child)
         report = m.crash()
         seg, idx = m.mnt / "00000000000000000000.log", m.mnt / "00000000000000000000.index"
         assert seg.read_bytes() == b"D" * 4096
@@ -308,7 +290,4 @@ def test_a_jvm_keeps_what_it_forced_and_loses_the_rest(tmp_path: Path) -> None:
         assert ["write", "/00000000000000000000.index", "4096", "4096"] in index_ops[forced:], index_ops
         assert ["fsyncdir", "/"] in ops
     finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.wait()
         unmount_hard(m.mnt, m.pid)

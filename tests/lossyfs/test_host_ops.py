@@ -19,7 +19,6 @@ from groundwork.transport.local import LocalTransport
 from harness.heal import heal_all
 from nemeses import lossyfs
 from nemeses.active import ActiveFaults, FaultFailed
-from nemeses.reboot import Reboot
 from tests.lossyfs.conftest import ROOT, Mount, lossyfs as lossyfs_cli, mounted, start_mount, unmount_hard
 from tests.nemeses.nodes import TestNode, make_ctx
 
