@@ -52,7 +52,7 @@ IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
 #: the embedded Apache Kafka target's keys: the release, the cluster's shape, server.properties
-APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings")
+APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings", "lossyfs")
 #: the embedded targets (targets/): the model, and real Kafka from the release cache
 EMBEDDED = ("kraftsim", "apache-kafka")
 
@@ -108,6 +108,8 @@ class Inventory:
     embedded_settings: dict[str, Any] = field(default_factory=dict)
     embedded_version: str | None = None   # apache-kafka: the release (None: from the settings)
     embedded_combined: bool = False       # apache-kafka: nodes that are broker and controller
+    #: apache-kafka: the nodes' disks on lossyfs (its writeback interval in ms, 0 = none), None: plain dirs
+    embedded_lossyfs: int | None = 0
     #: this machine's address as the hosts see it (the embedded Apache Kafka cluster's bridge)
     harness_address: str | None = None
     bootstrap: str | None = None
@@ -182,11 +184,12 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
         if not re.fullmatch(r"\d+\.\d+\.\d+", version):
             raise c.fail("all.vars.apache_kafka.version", f"an Apache Kafka release like 4.1.0 is wanted, got {version!r}")
     combined = c.boolean(ks.get("combined", False), "all.vars.apache_kafka.combined")
+    lossyfs = _lossyfs(c, ks.get("lossyfs", True), "all.vars.apache_kafka.lossyfs")
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
         embedded_brokers=brokers_n, embedded_controllers=controllers_n, embedded_settings=dict(settings),
-        embedded_version=version, embedded_combined=combined,
+        embedded_version=version, embedded_combined=combined, embedded_lossyfs=lossyfs,
         harness_address=c.string(gvars["faultline_harness_address"], "all.vars.faultline_harness_address")
         if gvars.get("faultline_harness_address") is not None else None,
         bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
@@ -314,6 +317,17 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         hp = _listener_hostport(listeners) if listeners else None
         spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
     return spec
+
+
+def _lossyfs(c: Validator, v: Any, path: str) -> int | None:
+    """``lossyfs: true`` (the default: every node's disk on lossyfs, exact page-cache loss),
+    ``false`` (plain directories) or ``{writeback_ms: N}`` (lossyfs flushing unsynced data after N ms,
+    as the kernel's writeback would)."""
+    if isinstance(v, bool):
+        return 0 if v else None
+    m = c.mapping(v, path, allow_none=False)
+    c.keys(m, path, ["writeback_ms"])
+    return c.integer(m.get("writeback_ms", 0), join(path, "writeback_ms"), min=0)
 
 
 def _kafka_version(c: Validator, v: Any, path: str) -> str | None:

@@ -36,6 +36,7 @@ from harness.inventory import load_inventory
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from nemeses.base import REGISTRY, NemesisContext
+from nemeses.lossyfs import RunDisks
 from nemeses.reboot import run_notes as page_cache_notes
 from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 from targets.apache_kafka import EmbeddedApacheKafka, resolve_release
@@ -234,9 +235,11 @@ class Runner:
         """The launcher of the campaign's embedded cluster (targets/)."""
         inv, c = self.camp.inventory, self.camp
         if inv.embedded == "apache-kafka":
+            disks = None if inv.embedded_lossyfs is None else RunDisks(
+                self.ledger, writeback_ms=inv.embedded_lossyfs, inventory=str(self.run_dir / "inventory.yaml"))
             return EmbeddedApacheKafka(self.run_dir, version=inv.embedded_version, brokers=inv.embedded_brokers,
                                        controllers=inv.embedded_controllers, settings=c.settings, ledger=self.ledger,
-                                       combined=inv.embedded_combined, say=self.say)
+                                       combined=inv.embedded_combined, say=self.say, disks=disks)
         return EmbeddedKraftsim(self.run_dir, inv.embedded_brokers, c.settings, self.ledger,
                                 controllers=inv.embedded_controllers)
 

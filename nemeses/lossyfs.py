@@ -19,11 +19,13 @@ import hashlib
 import json
 import posixpath
 import shlex
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
+from groundwork.transport.local import LocalTransport
 from nemeses.scripts import script_text
 
 #: the ledger entry kind of a mount made for a run
@@ -181,3 +183,25 @@ def crash_summary(report: dict[str, Any]) -> dict[str, Any]:
     return {"dropped_bytes": int(report.get("dropped_bytes") or 0), "files": report.get("files", []),
             "removed": report.get("removed", []), "restored": report.get("restored", []),
             "unnamed": report.get("unnamed", [])}
+
+
+class RunDisks:
+    """The disks of an embedded cluster's nodes as lossyfs mounts, for the launcher to make and
+    remove (targets/apache_kafka.py ``Disks``): on this machine, each mount its own ledger entry
+    written before it exists, so a harness that dies leaves nothing `faultline heal` cannot unmount.
+
+    ``writeback_ms``: lossyfs's stand-in for the kernel's flushing of dirty pages (0, the default:
+    nothing reaches the disk but what Kafka fsyncs, LazyFS's worst case)."""
+
+    def __init__(self, ledger: Ledger, *, writeback_ms: int = 0, python: str | None = None,
+                 inventory: str = ""):
+        self.transport = LocalTransport("this machine")
+        self.ledger, self.writeback_ms, self.inventory = ledger, writeback_ms, inventory
+        self.python = python or sys.executable
+
+    def mount(self, backing: Any, mountpoint: Any) -> LossyMount:
+        return mount(self.transport, str(backing), str(mountpoint), ledger=self.ledger, python=self.python,
+                     writeback_ms=self.writeback_ms, inventory=self.inventory)
+
+    def unmount(self, handle: LossyMount) -> None:
+        unmount(self.transport, handle, ledger=self.ledger)

@@ -30,8 +30,10 @@ fi
 
 missing=()
 # real Apache Kafka (--target apache-kafka...) comes from Maven Central: Maven resolves the release
+# and every node's disk is a lossyfs mount (FUSE: fusermount3 from fuse3)
 case " $* " in *" --target apache-kafka"*|*" --target=apache-kafka"*)
-  command -v mvn >/dev/null 2>&1 || missing+=(maven) ;;
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3) ;;
 esac
 if [ ! -x .venv/bin/python ]; then
   # Debian splits ensurepip into python3-venv (python3.X-venv); without it `-m venv` fails

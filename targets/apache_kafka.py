@@ -20,6 +20,7 @@ share two cores here, and none of that changes what Kafka decides.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -29,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import yaml
 
@@ -55,6 +56,15 @@ HEAP = {"broker": "512m", "controller": "256m", "combined": "512m"}
 READY_RE = re.compile(r"Kafka Server started|\[KafkaRaftServer nodeId=\d+\] Kafka Server started")
 #: KafkaConfig/AbstractConfig.logUnused: a key Kafka does not know is only a warning in its log
 UNKNOWN_KEY_RE = re.compile(r"The configuration '([^']+)' was supplied but isn't a known config")
+
+
+class Disks(Protocol):
+    """Mounts a node's disk for the run and removes it at the end (the harness passes lossyfs's,
+    nemeses/lossyfs.py RunDisks: each mount its own heal-ledger entry, written before it exists)."""
+
+    def mount(self, backing: Path, mountpoint: Path) -> Any: ...
+
+    def unmount(self, handle: Any) -> None: ...
 
 
 @dataclass
@@ -91,7 +101,8 @@ class EmbeddedApacheKafka:
 
     def __init__(self, run_dir: Path, *, version: str | None, brokers: int, controllers: int,
                  settings: dict[str, Any], ledger: Ledger, combined: bool = False,
-                 say: Callable[[str], None] = lambda s: None, java: str | None = None):
+                 say: Callable[[str], None] = lambda s: None, java: str | None = None,
+                 disks: Disks | None = None):
         self.run_dir = run_dir
         self.dir = run_dir / "cluster"
         self.ledger = ledger
@@ -108,18 +119,27 @@ class EmbeddedApacheKafka:
         self.metadata_version: str | None = None
         self.releases: dict[str, releases.Release] = {}
         self._commands: dict[str, str] = {}     # node -> its JVM command line (the inventory's restart command)
+        self.disks = disks
+        self._mounts: list[Any] = []
 
     # -- layout ---------------------------------------------------------------------------
     def node_dir(self, n: NodePlan) -> Path:
         return self.dir / n.name
 
+    def disk(self, n: NodePlan) -> Path:
+        """The node's disk: its log dirs and metadata log dir, and nothing else (its log4j files and
+        process log stay beside it, as a host's /var/log outlives a lost page cache). With
+        :attr:`disks` it is a lossyfs mount of ``disk.backing``, so a crash keeps exactly what Kafka
+        fsynced (reboot ``mode: lossyfs``)."""
+        return self.node_dir(n) / "disk"
+
     def data_dir(self, n: NodePlan) -> Path:
-        return self.node_dir(n) / "data"
+        return self.disk(n) / "data"
 
     def metadata_dir(self, n: NodePlan) -> Path:
         """A controller's KRaft metadata log (``metadata.log.dir``); a broker keeps its copy in its
         first log dir, Kafka's default."""
-        return self.node_dir(n) / ("metadata" if n.role == "controller" else "data")
+        return self.disk(n) / ("metadata" if n.role == "controller" else "data")
 
     def release_of(self, n: NodePlan) -> releases.Release:
         return self.releases[self.controller_version if n.role == "controller" else self.version]
@@ -194,6 +214,8 @@ class EmbeddedApacheKafka:
                 + "".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         self.say(f"formatting {len(self.nodes)} nodes' storage (Apache Kafka {self.version}) ...")
         self._format_all()
+        if self.disks is not None:
+            self._mount_disks()
         self.say(f"starting {len(self.nodes)} Kafka JVMs ...")
         for n in sorted(self.nodes, key=lambda x: not x.is_controller):
             cmd = self.jvm_command(n, log4j[self.release_of(n).logging][1])
@@ -222,6 +244,18 @@ class EmbeddedApacheKafka:
             m = re.search(r"with metadata\.version (\S+?)\.?$", out or "", re.M)
             if m:
                 self.metadata_version = m.group(1)
+
+    def _mount_disks(self) -> None:
+        """Every node's formatted disk moves to ``disk.backing`` and comes back as a lossyfs mount of
+        it: what the format wrote is the durable start (a disk as provisioned), and from here on only
+        what Kafka fsyncs survives a crash."""
+        assert self.disks is not None
+        self.say(f"mounting {len(self.nodes)} nodes' disks on lossyfs ...")
+        for n in self.nodes:
+            backing = self.node_dir(n) / "disk.backing"
+            os.replace(self.disk(n), backing)
+            self.disk(n).mkdir()
+            self._mounts.append(self.disks.mount(backing, self.disk(n)))
 
     def _node(self, name: str) -> NodePlan:
         return next(n for n in self.nodes if n.name == name)
@@ -335,11 +369,20 @@ class EmbeddedApacheKafka:
         return doc
 
     def stop(self) -> None:
-        """SIGKILL every JVM (the run's logs are already collected), remove the network, done."""
+        """SIGKILL every JVM (the run's logs are already collected), unmount the disks, remove the
+        network, done."""
         kill_embedded({"dir": str(self.dir)})
+        problems = []
+        for m in reversed(self._mounts):
+            try:
+                self.disks.unmount(m)  # type: ignore[union-attr]
+            except Exception as e:  # noqa: BLE001 - the rest still goes; the ledger entry stays for heal
+                problems.append(f"{getattr(m, 'mountpoint', m)}: {e}")
+        self._mounts.clear()
         left = remove_net(self.net.record()) if self.net is not None else []
-        if left:
-            raise InfraError(f"could not remove the cluster's network: {', '.join(left)} (run `faultline heal`)")
+        if left or problems:
+            raise InfraError(f"could not remove the cluster's {'network: ' + ', '.join(left) if left else ''}"
+                             f"{'; disks: ' + '; '.join(problems) if problems else ''} (run `faultline heal`)")
         self.ledger.healed(self.entry_id)
 
 
