@@ -22,6 +22,7 @@ from typing import Any
 
 from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import Validator, join, load_yaml
+from harness.versions import check_settings as check_version_settings
 
 TRANSPORTS = ("local", "ssh", "docker")
 GROUPS = ("controllers", "brokers")
@@ -155,6 +156,8 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     settings = c.mapping(ks.get("settings"), "all.vars.kraftsim.settings")
     for k, v in settings.items():
         c.scalar(v, join("all.vars.kraftsim.settings", k))
+    for k, why in check_version_settings(settings):
+        raise c.fail(join("all.vars.kraftsim.settings", k), why)
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
