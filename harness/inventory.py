@@ -32,7 +32,7 @@ ROLE_OF_GROUP = {"controllers": "controller", "brokers": "broker"}
 GLOBAL_VARS = {
     "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim",
     "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
-    "faultline_known_hosts", "faultline_ignore_vars",
+    "faultline_known_hosts", "faultline_ignore_vars", "faultline_ssh_config",
 }
 #: variables valid on a host, a group's vars or all.vars (inherited)
 HOST_VARS = {
@@ -49,6 +49,8 @@ IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 #: config/log4j.properties (log4j2.yaml from 4.0) writes them
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
+#: the ssh config an ssh inventory reads unless ``faultline_ssh_config`` names another (or ``none``)
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
 
 @dataclass
@@ -101,6 +103,9 @@ class Inventory:
     sudo: bool = False
     sudo_password_env: str | None = None
     known_hosts: str | None = None
+    #: the OpenSSH client config the ssh transport reads (HostName, User, Port, IdentityFile,
+    #: ProxyJump); None: none at all (``faultline_ssh_config: none``)
+    ssh_config: str | None = DEFAULT_SSH_CONFIG
 
     @property
     def brokers(self) -> list[HostSpec]:
@@ -168,6 +173,7 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
         sudo=c.boolean(gvars.get("faultline_sudo", False), "all.vars.faultline_sudo"),
         sudo_password_env=c.string(gvars["faultline_sudo_password_env"], "all.vars.faultline_sudo_password_env") if gvars.get("faultline_sudo_password_env") is not None else None,
         known_hosts=c.string(gvars["faultline_known_hosts"], "all.vars.faultline_known_hosts") if gvars.get("faultline_known_hosts") is not None else None,
+        ssh_config=_ssh_config(c, gvars.get("faultline_ssh_config"), path),
     )
 
     children = c.mapping(root.get("children"), "all.children")
@@ -285,6 +291,21 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         hp = _listener_hostport(listeners) if listeners else None
         spec.address = hp[0] if hp else ("127.0.0.1" if inv.transport == "local" else name)
     return spec
+
+
+def _ssh_config(c: Validator, v: Any, inventory: Path) -> str | None:
+    """``faultline_ssh_config``: the OpenSSH client config to read (relative to the inventory), ``none``
+    for none; unset, ``~/.ssh/config`` when it exists. A file named here must exist."""
+    if v is None:
+        return DEFAULT_SSH_CONFIG
+    text = c.string(v, "all.vars.faultline_ssh_config")
+    if text.lower() == "none":
+        return None
+    p = Path(os.path.expanduser(text))
+    p = p if p.is_absolute() else inventory.resolve().parent / p
+    if not p.is_file():
+        raise c.fail("all.vars.faultline_ssh_config", f"ssh config file {text} not found (or 'none' to read none)")
+    return str(p)
 
 
 def _abs_path(c: Validator, v: Any, path: str) -> str | None:

@@ -164,6 +164,8 @@ class _SuiteGroup(TyperGroup):
     (a file, an option such as ``--resume``) goes to ``run``."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if ctx.resilient_parsing:   # shell completion: offer the command names as they are
+            return super().parse_args(ctx, args)
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["run", *args]
         return super().parse_args(ctx, args)
