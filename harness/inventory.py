@@ -17,13 +17,13 @@ heal` later reloads.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import Validator, join, load_yaml
+from harness.versions import check_kafka_version, check_settings as check_version_settings
 
 TRANSPORTS = ("local", "ssh", "docker")
 GROUPS = ("controllers", "brokers")
@@ -34,7 +34,7 @@ GLOBAL_VARS = {
     "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim", "apache_kafka",
     "faultline_harness_address",
     "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
-    "faultline_known_hosts", "faultline_ignore_vars",
+    "faultline_known_hosts", "faultline_ignore_vars", "faultline_ssh_config",
 }
 #: variables valid on a host, a group's vars or all.vars (inherited)
 HOST_VARS = {
@@ -55,6 +55,8 @@ KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
 APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings", "lossyfs")
 #: the embedded targets (targets/): the model, and real Kafka from the release cache
 EMBEDDED = ("kraftsim", "apache-kafka")
+#: the ssh config an ssh inventory reads unless ``faultline_ssh_config`` names another (or ``none``)
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
 
 @dataclass
@@ -118,6 +120,9 @@ class Inventory:
     sudo: bool = False
     sudo_password_env: str | None = None
     known_hosts: str | None = None
+    #: the OpenSSH client config the ssh transport reads (HostName, User, Port, IdentityFile,
+    #: ProxyJump); None: none at all (``faultline_ssh_config: none``)
+    ssh_config: str | None = DEFAULT_SSH_CONFIG
 
     @property
     def brokers(self) -> list[HostSpec]:
@@ -181,8 +186,12 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     version = None
     if ks.get("version") is not None:
         version = c.string(ks["version"], "all.vars.apache_kafka.version")
-        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-            raise c.fail("all.vars.apache_kafka.version", f"an Apache Kafka release like 4.1.0 is wanted, got {version!r}")
+        try:
+            version = check_kafka_version(version)
+        except ValueError as e:
+            raise c.fail("all.vars.apache_kafka.version", str(e)) from None
+    for k, why in check_version_settings(settings):
+        raise c.fail(join(f"all.vars.{section}.settings", k), why)
     combined = c.boolean(ks.get("combined", False), "all.vars.apache_kafka.combined")
     lossyfs = _lossyfs(c, ks.get("lossyfs", True), "all.vars.apache_kafka.lossyfs")
 
@@ -198,6 +207,7 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
         sudo=c.boolean(gvars.get("faultline_sudo", False), "all.vars.faultline_sudo"),
         sudo_password_env=c.string(gvars["faultline_sudo_password_env"], "all.vars.faultline_sudo_password_env") if gvars.get("faultline_sudo_password_env") is not None else None,
         known_hosts=c.string(gvars["faultline_known_hosts"], "all.vars.faultline_known_hosts") if gvars.get("faultline_known_hosts") is not None else None,
+        ssh_config=_ssh_config(c, gvars.get("faultline_ssh_config"), path),
     )
 
     children = c.mapping(root.get("children"), "all.children")
@@ -335,10 +345,25 @@ def _kafka_version(c: Validator, v: Any, path: str) -> str | None:
     (the checkpoint the page-cache cut leaves, nemeses/reboot.py), faultline knows instead of guessing."""
     if v is None:
         return None
-    text = c.string(v, path)
-    if not re.fullmatch(r"\d+\.\d+\.\d+", text):
-        raise c.fail(path, f"an Apache Kafka release like 3.7.1 is wanted, got {text!r}")
-    return text
+    try:
+        return check_kafka_version(c.string(v, path))
+    except ValueError as e:
+        raise c.fail(path, str(e)) from None
+
+
+def _ssh_config(c: Validator, v: Any, inventory: Path) -> str | None:
+    """``faultline_ssh_config``: the OpenSSH client config to read (relative to the inventory), ``none``
+    for none; unset, ``~/.ssh/config`` when it exists. A file named here must exist."""
+    if v is None:
+        return DEFAULT_SSH_CONFIG
+    text = c.string(v, "all.vars.faultline_ssh_config")
+    if text.lower() == "none":
+        return None
+    p = Path(os.path.expanduser(text))
+    p = p if p.is_absolute() else inventory.resolve().parent / p
+    if not p.is_file():
+        raise c.fail("all.vars.faultline_ssh_config", f"ssh config file {text} not found (or 'none' to read none)")
+    return str(p)
 
 
 def _abs_path(c: Validator, v: Any, path: str) -> str | None:

@@ -33,6 +33,7 @@ from groundwork.config import ConfigError
 from harness.cluster import Cluster, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
+from harness.latest import point_latest
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from nemeses.base import REGISTRY, NemesisContext
@@ -125,6 +126,7 @@ def new_run_dir(results_dir: Path, camp: Campaign) -> tuple[str, Path]:
         d = results_dir / run_id
         try:
             d.mkdir(parents=True, exist_ok=False)
+            point_latest(results_dir, d)   # RESULTS/latest: the newest run
             return run_id, d
         except FileExistsError:
             continue

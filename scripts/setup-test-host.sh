@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
-pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo fuse3"
+pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo fuse3 strace"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 py=/usr/bin/python3
