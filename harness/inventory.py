@@ -23,6 +23,8 @@ from typing import Any
 
 from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import Validator, join, load_yaml
+from harness.kafka_client import ClientConfig, parse as parse_kafka_client
+from targets.kafka_security import ListenerSecurity, parse as parse_listener_security
 from harness.versions import check_kafka_version, check_settings as check_version_settings
 
 TRANSPORTS = ("local", "ssh", "docker")
@@ -32,7 +34,7 @@ ROLE_OF_GROUP = {"controllers": "controller", "brokers": "broker"}
 #: variables valid at all.vars level only
 GLOBAL_VARS = {
     "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim", "apache_kafka",
-    "faultline_harness_address",
+    "faultline_harness_address", "kafka_client",
     "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
     "faultline_known_hosts", "faultline_ignore_vars", "faultline_ssh_config",
 }
@@ -52,7 +54,7 @@ IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
 #: the embedded Apache Kafka target's keys: the release, the cluster's shape, server.properties
-APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings", "lossyfs")
+APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings", "lossyfs", "security")
 #: the embedded targets (targets/): the model, and real Kafka from the release cache
 EMBEDDED = ("kraftsim", "apache-kafka")
 #: the ssh config an ssh inventory reads unless ``faultline_ssh_config`` names another (or ``none``)
@@ -112,8 +114,12 @@ class Inventory:
     embedded_combined: bool = False       # apache-kafka: nodes that are broker and controller
     #: apache-kafka: the nodes' disks on lossyfs (its writeback interval in ms, 0 = none), None: plain dirs
     embedded_lossyfs: int | None = 0
+    #: apache-kafka: the brokers' secured listener (SASL_SSL or SSL, targets/kafka_security.py), None: PLAINTEXT
+    embedded_security: ListenerSecurity | None = None
     #: this machine's address as the hosts see it (the embedded Apache Kafka cluster's bridge)
     harness_address: str | None = None
+    #: how faultline's clients authenticate (``kafka_client``, harness/kafka_client.py); secrets unread
+    client: ClientConfig = field(default_factory=ClientConfig)
     bootstrap: str | None = None
     cluster_id: str | None = None
     accept_new_host_keys: bool = False
@@ -194,13 +200,15 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
         raise c.fail(join(f"all.vars.{section}.settings", k), why)
     combined = c.boolean(ks.get("combined", False), "all.vars.apache_kafka.combined")
     lossyfs = _lossyfs(c, ks.get("lossyfs", True), "all.vars.apache_kafka.lossyfs")
+    security = parse_listener_security(c, ks.get("security"), "all.vars.apache_kafka.security")
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
         embedded_brokers=brokers_n, embedded_controllers=controllers_n, embedded_settings=dict(settings),
-        embedded_version=version, embedded_combined=combined, embedded_lossyfs=lossyfs,
+        embedded_version=version, embedded_combined=combined, embedded_lossyfs=lossyfs, embedded_security=security,
         harness_address=c.string(gvars["faultline_harness_address"], "all.vars.faultline_harness_address")
         if gvars.get("faultline_harness_address") is not None else None,
+        client=parse_kafka_client(c, gvars.get("kafka_client")),
         bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
         cluster_id=c.string(gvars["kafka_cluster_id"], "all.vars.kafka_cluster_id") if gvars.get("kafka_cluster_id") is not None else None,
         accept_new_host_keys=c.boolean(gvars.get("faultline_accept_new_host_keys", False), "all.vars.faultline_accept_new_host_keys"),

@@ -40,6 +40,7 @@ from groundwork.transport.local import LocalTransport
 from targets import releases
 from targets.base import InfraError
 from targets.kafka_log4j import write as write_log4j
+from targets.kafka_security import ListenerSecurity, issue as issue_certificate
 from targets.kafka_settings import KafkaSettings, random_uuid, server_properties, sort
 from targets.kraftsim import check_settings, kill_embedded
 from targets.netns import ClusterNet, remove as remove_net
@@ -102,7 +103,7 @@ class EmbeddedApacheKafka:
     def __init__(self, run_dir: Path, *, version: str | None, brokers: int, controllers: int,
                  settings: dict[str, Any], ledger: Ledger, combined: bool = False,
                  say: Callable[[str], None] = lambda s: None, java: str | None = None,
-                 disks: Disks | None = None):
+                 disks: Disks | None = None, security: ListenerSecurity | None = None):
         self.run_dir = run_dir
         self.dir = run_dir / "cluster"
         self.ledger = ledger
@@ -120,6 +121,8 @@ class EmbeddedApacheKafka:
         self.releases: dict[str, releases.Release] = {}
         self._commands: dict[str, str] = {}     # node -> its JVM command line (the inventory's restart command)
         self.disks = disks
+        #: the brokers' listener when secured (SASL_SSL or SSL, targets/kafka_security.py); None: PLAINTEXT
+        self.security = security
         self._mounts: list[Any] = []
 
     # -- layout ---------------------------------------------------------------------------
@@ -141,6 +144,14 @@ class EmbeddedApacheKafka:
         first log dir, Kafka's default."""
         return self.disk(n) / ("metadata" if n.role == "controller" else "data")
 
+    def tls_dir(self, n: NodePlan) -> Path:
+        return self.node_dir(n) / "tls"
+
+    @property
+    def listener(self) -> str:
+        """The brokers' listener name (and protocol): PLAINTEXT, or the secured one."""
+        return self.security.listener if self.security else "PLAINTEXT"
+
     def release_of(self, n: NodePlan) -> releases.Release:
         return self.releases[self.controller_version if n.role == "controller" else self.version]
 
@@ -150,14 +161,17 @@ class EmbeddedApacheKafka:
     def properties(self, n: NodePlan) -> dict[str, str]:
         """server.properties of one node: its identity and layout, then the campaign's settings."""
         roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[n.role]
+        lst = self.listener
         p: dict[str, str] = {"process.roles": roles, "node.id": str(n.node_id),
                              "controller.quorum.voters": self.voters(), "controller.listener.names": "CONTROLLER",
-                             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
+                             "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{lst}:{lst}"}
         listeners = []
         if n.is_broker:
-            listeners.append(f"PLAINTEXT://{n.address}:{BROKER_PORT}")
-            p["advertised.listeners"] = f"PLAINTEXT://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
-            p["inter.broker.listener.name"] = "PLAINTEXT"
+            listeners.append(f"{lst}://{n.address}:{BROKER_PORT}")
+            p["advertised.listeners"] = f"{lst}://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
+            p["inter.broker.listener.name"] = lst
+            if self.security:
+                p.update(self.security.broker_properties(self.tls_dir(n)))
         if n.is_controller:
             listeners.append(f"CONTROLLER://{n.address}:{CONTROLLER_PORT}")
         p["listeners"] = ",".join(listeners)
@@ -204,6 +218,8 @@ class EmbeddedApacheKafka:
         self.net.up()   # may move to another free /24 than planned: addresses are read after it
         for n in self.nodes:
             n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
+            if self.security and n.is_broker:
+                issue_certificate(self.security, self.tls_dir(n), n.address, n.name)
         log4j = {kind: write_log4j(self.dir, kind) for kind in {r.logging for r in self.releases.values()}}
         for n in self.nodes:
             for d in (self.node_dir(n) / "logs", self.data_dir(n) if n.is_broker else self.metadata_dir(n)):
@@ -230,8 +246,12 @@ class EmbeddedApacheKafka:
 
     def _format_all(self) -> None:
         """Every node's ``kafka-storage format`` at once (a JVM start each; two cores overlap them)."""
-        procs = {n.name: subprocess.Popen(self.format_command(n), shell=True, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True) for n in self.nodes}
+        # a SCRAM user goes into the bootstrap metadata of this first format only (its password on a
+        # command line that is run, never stored: the inventory's re-format command has no --add-scram)
+        scram = " ".join(shlex.quote(a) for a in self.security.format_args()) if self.security else ""
+        procs = {n.name: subprocess.Popen(f"{self.format_command(n)} {scram}".strip(), shell=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for n in self.nodes}
         for name, p in procs.items():
             out, _ = p.communicate(timeout=120)
             (self.dir / name / "format.log").write_text(out or "", encoding="utf-8")
@@ -276,7 +296,8 @@ class EmbeddedApacheKafka:
                     raise self._died(n)
             # no client before every broker's port answers: librdkafka would log each refused connect
             if admin is None and all(_listening(n.address, BROKER_PORT) for n in self.nodes if n.is_broker):
-                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000})
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000,
+                                     **self._client_settings()})
             try:
                 seen = len(admin.list_topics(timeout=2).brokers) if admin is not None else 0
             except Exception:  # noqa: BLE001 - not up yet
@@ -286,6 +307,18 @@ class EmbeddedApacheKafka:
             time.sleep(0.25)
         raise InfraError(f"Apache Kafka {self.version}: {seen} of {want} brokers registered within {timeout:g}s "
                          f"(logs: {self.dir}/<node>/logs/server.log)")
+
+    def _client_settings(self) -> dict[str, str]:
+        """librdkafka's settings for the readiness probe on a secured listener (the run's own clients
+        get theirs from the generated inventory's kafka_client)."""
+        sec = self.security
+        if sec is None:
+            return {}
+        conf = {"security.protocol": sec.protocol, "ssl.ca.location": sec.ca_cert}
+        if sec.protocol == "SASL_SSL":
+            conf.update({"sasl.mechanism": str(sec.mechanism), "sasl.username": str(sec.username),
+                         "sasl.password": sec.password()})
+        return conf
 
     def _died(self, n: NodePlan) -> Exception:
         text = ""
@@ -320,7 +353,7 @@ class EmbeddedApacheKafka:
         for n in self.nodes:
             host: dict[str, Any] = {
                 "ansible_host": n.address, "faultline_netns": n.netns, "kafka_node_id": n.node_id,
-                "kafka_listeners": (f"PLAINTEXT://{n.address}:{BROKER_PORT}" if n.is_broker
+                "kafka_listeners": (f"{self.listener}://{n.address}:{BROKER_PORT}" if n.is_broker
                                     else f"CONTROLLER://{n.address}:{CONTROLLER_PORT}"),
                 "kafka_service": {"command": self._commands[n.name], "pidfile": str(self.dir / f"{n.name}.pid"),
                                   "log": str(self.node_dir(n) / "process.log"), "format": self.format_command(n)},
@@ -334,9 +367,12 @@ class EmbeddedApacheKafka:
                 host["kafka_metadata_log_dir"] = str(self.metadata_dir(n))
             (controllers if n.role == "controller" else brokers)[n.name] = host
         assert self.net is not None
-        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
-                                "kafka_cluster_id": self.cluster_id, "kafka_implementation": "apache-kafka",
-                                "faultline_harness_address": self.net.gateway},
+        gvars: dict[str, Any] = {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
+                                 "kafka_cluster_id": self.cluster_id, "kafka_implementation": "apache-kafka",
+                                 "faultline_harness_address": self.net.gateway}
+        if self.security:
+            gvars["kafka_client"] = self.security.client(Path(self.security.ca_cert))
+        doc = {"all": {"vars": gvars,
                        "children": {"brokers": {"hosts": brokers},
                                     **({"controllers": {"hosts": controllers}} if controllers else {})}}}
         path = self.run_dir / "inventory.yaml"

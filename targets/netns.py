@@ -23,14 +23,19 @@ import fcntl
 import ipaddress
 import os
 import random
+import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from groundwork.ledger import state_dir
 from targets.base import InfraError
 
+#: per-namespace /etc files ``ip netns exec`` binds over /etc (ip-netns(8))
+ETC_NETNS = Path("/etc/netns")
 #: where the embedded clusters' subnets come from: the upper quarter of faultline's 10.250.0.0/16
 #: (the test labs use 10.250.1-63.0/24, tests/support/netlab.py)
 POOL = ipaddress.ip_network("10.250.64.0/18")
@@ -133,6 +138,9 @@ class ClusterNet:
                     n.address = str(self.subnet.network_address + 10 + i)
             self._create()
 
+    def _write_etc(self, n: NodeNet) -> None:
+        _write_etc_files(n.netns, {x.host: x.address for x in self.nodes.values()})
+
     def _create(self) -> None:
         try:
             # dockerd loads br_netfilter (frames between the nodes go through the host's FORWARD chain)
@@ -146,6 +154,7 @@ class ClusterNet:
             _ip("link", "set", self.bridge, "up")
             for n in self.nodes.values():
                 _ip("netns", "add", n.netns)
+                self._write_etc(n)
                 _ip("link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
                 _ip("link", "set", n.veth, "master", self.bridge)
                 _ip("link", "set", n.veth, "up")
@@ -156,6 +165,25 @@ class ClusterNet:
         except BaseException:
             remove(self.record())
             raise
+
+
+def _etc(netns: str) -> Path:
+    return ETC_NETNS / netns
+
+
+def _write_etc_files(netns: str, names: dict[str, str]) -> None:
+    """``/etc/netns/NS/hosts`` and ``resolv.conf``, which ``ip netns exec`` binds over /etc inside the
+    namespace: every node's name and address, and no name server. Why: a JVM in the namespace
+    resolves addresses - Kafka's SASL server asks the listener address's host name before it
+    creates a SaslServer (SaslServerAuthenticator.createSaslServer, serverAddress().getHostName()) -
+    and the machine's own name server is unreachable from the cluster's network, so every lookup
+    waited out its timeouts (SASL handshakes hung past the clients' 5 s)."""
+    d = _etc(netns)
+    d.mkdir(parents=True, exist_ok=True)
+    lines = ["127.0.0.1 localhost", f"127.0.1.1 {socket.gethostname()}"] + [f"{a} {h}" for h, a in names.items()]
+    (d / "hosts").write_text("# faultline: the embedded cluster's nodes\n" + "\n".join(lines) + "\n")
+    (d / "resolv.conf").write_text("# faultline: no name server in the embedded cluster's network\n"
+                                   "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
 
 
 @contextlib.contextmanager
@@ -182,6 +210,7 @@ def remove(record: dict[str, Any], timeout: float = 10.0) -> list[str]:
             except (OSError, ValueError):
                 pass
         _ip("netns", "del", ns, check=False)
+        shutil.rmtree(_etc(ns), ignore_errors=True)
     veths = list(record.get("veths") or [])
     for v in veths:
         _ip("link", "del", "dev", v, check=False)

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from groundwork.config import ConfigError
 from groundwork.transport.base import Transport, TransportError
 from harness.cluster import Cluster, ClusterNode
 from harness.inventory import HostSpec, Inventory
@@ -34,6 +35,7 @@ from harness.lock import lab_lock
 from harness.preflight import log4j
 from harness.preflight.clock import measure as measure_clock
 from harness.preflight.embedded import check_embedded
+from workloads.kafka_wire import probe
 from harness.preflight.model import (COLUMNS, FAIL, OK, WARN, Check, HostResult, Issue, Options, Report,
                                      gib, short_line, without_host)
 from harness.probe import reach_error, sudo_error, transport_for
@@ -500,6 +502,22 @@ def check_host(inv: Inventory, spec: HostSpec, opts: Options) -> HostResult:
         t.close()
 
 
+def client_issues(inv: Inventory) -> list[Issue]:
+    """Can a client with the inventory's ``kafka_client`` settings talk to the cluster (TLS, SASL)?
+    One ApiVersions over a real connection to the bootstrap brokers: a refused password or
+    certificate is a FAIL with its fix, as every other check; nothing of the secret is printed."""
+    try:
+        security = inv.client.resolve()
+    except ConfigError as e:
+        return [Issue(FAIL, str(e), "export the variable or fix the file the inventory names")]
+    why = probe(inv.bootstrap or "", security)
+    if why is None:
+        return []
+    fix = ("check kafka_client's user, password source and CA against the cluster's listener"
+           if why.startswith("authentication failed") else "check kafka_bootstrap and that the brokers run")
+    return [Issue(FAIL, f"kafka_client ({security.protocol}): {why}", fix)]
+
+
 def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
               on_host: Callable[[HostResult], Any] | None = None) -> Report:
     """Check every host of ``inv`` (in parallel, one connection each) and the lab lock."""
@@ -519,6 +537,10 @@ def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
             rep.hosts.append(res)
             if on_host:
                 on_host(res)
+    rep.target_issues += client_issues(inv)
+    if inv.client.protocol != "PLAINTEXT":
+        rep.notes.append(f"clients: {inv.client.protocol}"
+                         + (f" {inv.client.mechanism} as {inv.client.username}" if inv.client.mechanism else ""))
     lock = lab_lock(inv)
     holder = lock.holder() if lock else None
     if holder is not None:
