@@ -70,3 +70,21 @@ def test_nodes_are_named_and_numbered_as_kraftsims():
                                                                  ("broker-3", "broker")]
     with pytest.raises(ConfigError, match="combined mode"):
         plan_nodes(2, 3, True)
+
+
+def test_the_log4j_configs_faultline_writes_keep_every_logger_the_reader_needs_at_info(tmp_path):
+    """Kafka's own log4j.properties (3.x) and log4j2.yaml (4.x), as targets/kafka_log4j.py writes them,
+    read by preflight's log4j reader: no logger the Kafka-log reader takes events from
+    (checkers/kafkalog/loggers.py) is above INFO, and a quieter copy is caught (the control)."""
+    from harness.preflight.log4j import levels, too_quiet
+    from targets.kafka_log4j import write
+
+    for kind in ("log4j1", "log4j2"):
+        f, prop = write(tmp_path, kind)
+        assert str(f) in prop
+        text = f.read_text()
+        assert too_quiet(levels(text, f.name)) == [], kind
+        quiet = text.replace("log4j.logger.state.change.logger=INFO", "log4j.logger.state.change.logger=WARN") \
+            if kind == "log4j1" else text.replace("      - name: state.change.logger\n        level: INFO",
+                                                  "      - name: state.change.logger\n        level: WARN")
+        assert quiet != text and too_quiet(levels(quiet, f.name)), kind
