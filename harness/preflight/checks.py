@@ -537,8 +537,8 @@ def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
             rep.hosts.append(res)
             if on_host:
                 on_host(res)
-    rep.target_issues += client_issues(inv)
     if inv.client.protocol != "PLAINTEXT":
+        rep.target_issues += client_issues(inv)
         rep.notes.append(f"clients: {inv.client.protocol}"
                          + (f" {inv.client.mechanism} as {inv.client.username}" if inv.client.mechanism else ""))
     lock = lab_lock(inv)
