@@ -38,9 +38,14 @@ DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
 BASE_TAG = "faultline/base:bookworm"
 IMAGE_TAG = "faultline/kraftsim:latest"
 SUITE = "bookworm"
-#: what the base needs: python3 for kraftsim, iproute2/iptables for network faults run in
-#: the container's namespace, procps for pgrep/kill, python3-pip to install the wheels
-BASE_PACKAGES = ["python3", "python3-pip", "python-is-python3", "iproute2", "iptables", "procps"]
+#: what the base needs: python3 for kraftsim (and the nemeses' scripts piped to it), iproute2/
+#: iptables for network faults run in the container's namespace, procps for pgrep/kill,
+#: python3-pip to install the wheels, and a JRE for real Kafka (harness/docker/kafka_image.py:
+#: Kafka 4.x brokers need Java 17); one base for both images, so a cold machine debootstraps once
+BASE_PACKAGES = ["python3", "python3-pip", "python-is-python3", "iproute2", "iptables", "procps",
+                 "openjdk-17-jre-headless"]
+#: the base's label listing its packages: a base made with other packages is rebuilt, not reused
+PACKAGES_LABEL = "org.faultline.base-packages"
 #: the project packages copied into the image (kraftsim runs there; the rest is small and
 #: lets an operator run faultline's own scripts inside a container)
 PROJECT_DIRS = ["kraftsim", "groundwork", "harness", "nemeses", "workloads", "checkers"]
@@ -129,14 +134,26 @@ def image_exists(c: docker.DockerClient, tag: str) -> bool:
         return False
 
 
+def base_packages(c: docker.DockerClient, tag: str) -> str | None:
+    """The package list a base was made with (its label), None when it has none or is absent."""
+    try:
+        return (c.images.get(tag).labels or {}).get(PACKAGES_LABEL)
+    except docker.errors.ImageNotFound:
+        return None
+
+
 def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | None = None,
                force: bool = False, workdir: str | None = None) -> tuple[bool, float]:
     """debootstrap a minbase bookworm root filesystem and ``docker import`` it as ``tag``.
 
-    Returns (built, seconds); built is False when the tag already existed."""
+    Returns (built, seconds); built is False when the tag already holds a base of these
+    packages (an older base, made without the JRE, is rebuilt)."""
+    packages = ",".join(BASE_PACKAGES)
     if image_exists(c, tag) and not force:
-        log(f"base image {tag} exists, not rebuilding (use --rebuild-base to force)")
-        return False, 0.0
+        if base_packages(c, tag) == packages:
+            log(f"base image {tag} exists, not rebuilding (use --rebuild-base to force)")
+            return False, 0.0
+        log(f"base image {tag} was made with other packages; rebuilding it with {packages}")
     if os.geteuid() != 0:
         raise ImageBuildError("building the base image runs debootstrap, which needs root")
     if not shutil.which("debootstrap"):
@@ -147,7 +164,7 @@ def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | Non
     tar_path = root + ".tar"
     try:
         log(f"debootstrap --variant=minbase {SUITE} from {mirror} (a few minutes)")
-        p = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
+        p = subprocess.run(["debootstrap", "--variant=minbase", f"--include={packages}",
                             SUITE, root, mirror], capture_output=True, text=True)
         if p.returncode != 0:
             tail = (p.stderr or p.stdout).strip().splitlines()
@@ -164,7 +181,8 @@ def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | Non
         c.api.import_image_from_file(tar_path, repository=repo, tag=tg or "latest",
                                      changes=["CMD [\"/bin/bash\"]",
                                               "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                              "LABEL org.faultline.base=debootstrap-minbase-" + SUITE])
+                                              "LABEL org.faultline.base=debootstrap-minbase-" + SUITE,
+                                              f"LABEL {PACKAGES_LABEL}={packages}"])
         if not image_exists(c, tag):
             raise ImageBuildError(f"docker import of {tar_path} did not produce {tag}")
     except subprocess.CalledProcessError as e:

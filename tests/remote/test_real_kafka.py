@@ -1,0 +1,106 @@
+"""The default kill/restart campaign, unchanged, against real Apache Kafka on the remote targets.
+
+Docker: the image `faultline docker build-image --kafka 4.1.0` builds (a JRE and the release's
+jars from the cache), containers made by `faultline docker up`'s code from
+inventory/docker-kafka.yaml (test names). SSH: ``kafka.Kafka`` JVMs on sshd-in-namespace lab
+hosts, started over SSH with the inventory's ``kafka_service`` before faultline arrives, as a
+lab's Kafka would be; `faultline preflight` reads the release from the JVM's classpath and the
+log4j levels it runs with, and names a logger raised to WARN (the known-bad control).
+
+Each run must end valid with no acknowledged write lost, and its events must come from the
+hosts' own Kafka logs (cluster-logs/<host>/server.log, controller.log, state-change.log), every
+line the reader met understood. About 2 minutes each on a loaded 2-core machine (JVM starts, a
+20 s workload, the Spark check); the image is cached by content, the release by version.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkers import kafkalog
+from harness.docker import cluster as docker_cluster
+from harness.inventory import load_inventory
+from tests.remote import dockerlab, kafkalab
+from tests.remote.sshlab import SshLab
+from tests.remote.test_campaigns import run_campaign
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def check_real_kafka_run(run_dir: Path, transport: str, inventory: Path) -> None:
+    run = json.loads((run_dir / "run.json").read_text())
+    inv = load_inventory(inventory)
+    assert Path(run["inventory"]).resolve() == inventory.resolve() and inv.transport == transport
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["valid"] is True and verdict["as_expected"] is True, verdict.get("outcome_reason")
+    assert verdict["counts"]["lost_write"] == 0 and verdict["acked_writes"] > 100, verdict["outcome_reason"]
+    timeline = [json.loads(ln) for ln in (run_dir / "timeline.jsonl").read_text().splitlines() if ln.strip()]
+    kills = [e for e in timeline if e.get("kind") == "nemesis" and e.get("fault") == "kill" and e.get("phase") == "start"]
+    assert len(kills) >= 2
+    # the events are Kafka's own, read from each host's log4j files, not a kraftsim event log
+    logs = run_dir / "cluster-logs"
+    for name in inv.hosts:
+        assert (logs / name / "server.log").stat().st_size > 0, f"{name}: no server.log collected"
+        assert not (logs / name / "events.jsonl").exists()
+    assert (logs / "controller" / "controller.log").stat().st_size > 0
+    st = kafkalog.Stats()
+    events = kafkalog.read_cluster_logs(logs, stats=st)
+    assert st.not_understood == 0 and not st.problems, st
+    kinds = [e["event"] for e in events]
+    # every broker registered with the controller, and the kills moved leadership
+    assert kinds.count("broker_registered") >= len(inv.brokers) and "leader_elected" in kinds, kinds
+    assert not [n for n in run.get("notes", []) if "kafka logs" in n], run.get("notes")
+
+
+def test_kill_restart_on_real_kafka_in_docker(tmp_path: Path):
+    dockerlab.ensure_dockerd()
+    dockerlab.remove_test_objects()
+    assert kafkalab.build_image() == f"faultline/kafka:{kafkalab.VERSION}"
+    inv_path = kafkalab.docker_inventory(tmp_path)
+    inv = load_inventory(inv_path)
+    try:
+        docker_cluster.up(inv, extra_labels=dockerlab.TEST_LABEL)
+        check_real_kafka_run(run_campaign(inv_path, tmp_path), "docker", inv_path)
+    finally:
+        docker_cluster.down(inv)
+        dockerlab.remove_test_objects()
+
+
+def preflight(inv: Path, state: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "preflight", str(inv)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "FAULTLINE_STATE_DIR": str(state), "COLUMNS": "250"})
+
+
+def test_real_kafka_over_ssh_preflight_then_kill_restart(tmp_path: Path):
+    lab = SshLab(["controller", "broker-1", "broker-2", "broker-3"])
+    try:
+        lab.up()
+        inv_path = kafkalab.ssh_inventory(lab, tmp_path / "ssh-kafka.yaml")
+        kafkalab.start_ssh_cluster(inv_path)
+        p = preflight(inv_path, tmp_path / "state")
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-1500:]
+        rows = {ln.split("│")[1].strip(): ln for ln in p.stdout.splitlines() if ln.startswith("│")}
+        for name in ("controller", "broker-1", "broker-2", "broker-3"):
+            role = "controller" if name == "controller" else "broker"
+            # the release from the running JVM's classpath (the cache's libs/*), the levels from its log4j2.yaml
+            assert f"ok {kafkalab.VERSION} {role}" in rows[name] and "ok 3 files, log4j ok" in rows[name], rows[name]
+        # the known-bad control: broker-2's state-change logger raised to WARN is named, and stops the run
+        log4j = Path(load_inventory(inv_path).hosts["broker-2"].config).parent / "log4j2.yaml"
+        good = log4j.read_text()
+        log4j.write_text(re.sub(r"(- name: state\.change\.logger\n\s+level: )INFO", r"\1WARN", good))
+        p = preflight(inv_path, tmp_path / "state")
+        assert p.returncode == 3 and "FAIL broker-2 logs:" in p.stdout and "state.change.logger" in p.stdout, p.stdout
+        assert [ln for ln in p.stdout.splitlines() if ln.startswith("FAIL")] == \
+            [ln for ln in p.stdout.splitlines() if ln.startswith("FAIL broker-2 logs:")]
+        log4j.write_text(good)
+        check_real_kafka_run(run_campaign(inv_path, tmp_path), "ssh", inv_path)
+    finally:
+        lab.down()
