@@ -93,9 +93,10 @@ def _load(inventory: str):  # noqa: ANN202 - harness.inventory.Inventory
 
 @docker_app.command("up")
 def up(inventory: str = typer.Argument(..., help="a docker inventory, e.g. inventory/docker.yaml"),
-       start: bool = typer.Option(True, "--start/--no-start", help="start kraftsim in the containers")) -> None:
+       start: bool = typer.Option(True, "--start/--no-start", help="start kraftsim or Kafka in the containers")) -> None:
     """Create the inventory's network, data volumes and host containers, each with its
-    kraftsim server.properties, and start kraftsim in them with kafka_service.command."""
+    server.properties - kraftsim's, or on a Kafka image Kafka's, its storage formatted with
+    kafka_service.format - and start the service in them with kafka_service.command."""
     from harness.docker import cluster as docker_cluster
     from groundwork.transport.base import TransportError
     inv = _load(inventory)

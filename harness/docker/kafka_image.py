@@ -156,7 +156,10 @@ def build_all(version: str, *, base: str = BASE_TAG, tag: str | None = None, reb
     local base (cached), then the Kafka image. ``base_image`` builds FROM an existing image
     instead (it must have java 17+ and python3). Returns (base, base built, its seconds, tag,
     image built, its seconds)."""
-    releases.parse(version)
+    try:   # the release first (a bad version, or Maven unreachable, fails before any debootstrap)
+        releases.ensure(version, say=log)
+    except releases.NotInstalled as e:
+        raise ImageBuildError(str(e)) from None
     c = ensure_engine()
     if base_image:
         built, base_s, base = False, 0.0, base_image

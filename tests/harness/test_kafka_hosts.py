@@ -88,3 +88,15 @@ def test_sort_settings_names_the_format_option_a_key_belongs_to():
     with pytest.raises(ConfigError, match=r"^x\.eligible\.leader\.replicas\.version: .*\(--feature\)"):
         kafka_hosts.sort_settings({"eligible.leader.replicas.version": 1}, "x")
     assert kafka_hosts.sort_settings({"num.io.threads": 2}, "x").properties == {"num.io.threads": "2"}
+
+
+@pytest.mark.parametrize("version, words", [("4.1", "an Apache Kafka release like 4.1.0"), ("2.8.0", "from 3.3.0")])
+def test_build_image_refuses_a_release_it_cannot_run_before_building_anything(version: str, words: str):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "docker", "build-image",
+                        "--kafka", version, "--base", "faultline/test-base:never-built"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("faultline docker build-image: --kafka: "), p.stderr
+    assert words in lines[0] and not p.stdout
