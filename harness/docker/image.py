@@ -238,14 +238,9 @@ def build_image(c: docker.DockerClient, tag: str = IMAGE_TAG, *, base: str = BAS
     Returns (built, seconds); not rebuilt when ``tag`` already holds this exact source."""
     t0 = time.monotonic()
     digest = source_hash(project_root, base)
-    if not force:
-        try:
-            have = (c.images.get(tag).labels or {}).get("org.faultline.src-hash")
-        except docker.errors.ImageNotFound:
-            have = None
-        if have == digest:
-            log(f"image {tag} is up to date with the source ({digest}), not rebuilding")
-            return False, 0.0
+    if not force and up_to_date(c, tag, digest):
+        log(f"image {tag} is up to date with the source ({digest}), not rebuilding")
+        return False, 0.0
     ctx = Path(tempfile.mkdtemp(prefix="fl-image-ctx-"))
     try:
         shutil.copy2(project_root / "docker" / "Dockerfile", ctx / "Dockerfile")
@@ -256,23 +251,36 @@ def build_image(c: docker.DockerClient, tag: str = IMAGE_TAG, *, base: str = BAS
                 shutil.copytree(project_root / d, src / d, ignore=_IGNORE)
         fetch_wheels(ctx / "wheels", wheels_dir)
         log(f"docker build {tag} (BASE_IMAGE={base})")
-        try:
-            c.images.build(path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base}, rm=True,
-                           forcerm=True, labels={"org.faultline.image": "kraftsim",
-                                                 "org.faultline.src-hash": digest})
-        except docker.errors.BuildError as e:
-            lines = [str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log]
-            lines = [ln for ln in lines if ln]
-            raise ImageBuildError(f"docker build of {tag} failed: {lines[-1] if lines else e.msg}") from e
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"docker build of {tag} failed: {e.explanation or e}") from e
+        docker_build(c, ctx, tag, base, {"org.faultline.image": "kraftsim", "org.faultline.src-hash": digest})
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
-    try:  # the previous build of this tag is now dangling; don't let them pile up
-        c.images.prune(filters={"dangling": True, "label": "org.faultline.image=kraftsim"})
+    return True, time.monotonic() - t0
+
+
+def up_to_date(c: docker.DockerClient, tag: str, digest: str) -> bool:
+    """``tag`` exists and was built from exactly this content (its ``org.faultline.src-hash``)."""
+    try:
+        return (c.images.get(tag).labels or {}).get("org.faultline.src-hash") == digest
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def docker_build(c: docker.DockerClient, ctx: Path, tag: str, base: str, labels: dict[str, str]) -> None:
+    """``docker build`` of a prepared context FROM ``base``; a failure is one line (its last
+    build output). The previous build of the tag, now dangling, is pruned (by the image's kind,
+    ``labels["org.faultline.image"]``) so rebuilds do not pile up."""
+    try:
+        c.images.build(path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True, labels=labels)
+    except docker.errors.BuildError as e:
+        lines = [str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log]
+        lines = [ln for ln in lines if ln]
+        raise ImageBuildError(f"docker build of {tag} failed: {lines[-1] if lines else e.msg}") from e
+    except docker.errors.APIError as e:
+        raise ImageBuildError(f"docker build of {tag} failed: {e.explanation or e}") from e
+    try:
+        c.images.prune(filters={"dangling": True, "label": f"org.faultline.image={labels['org.faultline.image']}"})
     except docker.errors.APIError:
         pass
-    return True, time.monotonic() - t0
 
 
 def build_all(*, base: str = BASE_TAG, tag: str = IMAGE_TAG, rebuild_base: bool = False,

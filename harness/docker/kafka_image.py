@@ -33,7 +33,8 @@ from typing import Callable
 import docker
 import docker.errors
 
-from harness.docker.image import BASE_TAG, REPO_ROOT, ImageBuildError, build_base, ensure_engine, log
+from harness.docker.image import (BASE_TAG, REPO_ROOT, ImageBuildError, build_base, docker_build, ensure_engine,
+                                  log, up_to_date)
 from targets import releases
 from targets.apache_kafka import HEAP, JVM_OPTS
 from targets.kafka_log4j import config as log4j_config, jvm_property
@@ -110,14 +111,9 @@ def build_kafka_image(c: docker.DockerClient, version: str, *, tag: str | None =
     except docker.errors.ImageNotFound:
         raise ImageBuildError(f"base image {base} not found (build it: faultline docker build-image)") from None
     digest = source_hash(rel, base_id)
-    if not force:
-        try:
-            have = (c.images.get(tag).labels or {}).get("org.faultline.src-hash")
-        except docker.errors.ImageNotFound:
-            have = None
-        if have == digest:
-            say(f"image {tag} is up to date ({digest}), not rebuilding")
-            return tag, False, 0.0
+    if not force and up_to_date(c, tag, digest):
+        say(f"image {tag} is up to date ({digest}), not rebuilding")
+        return tag, False, 0.0
     t0 = time.monotonic()
     ctx = Path(tempfile.mkdtemp(prefix="fl-kafka-ctx-"))
     try:
@@ -130,22 +126,10 @@ def build_kafka_image(c: docker.DockerClient, version: str, *, tag: str | None =
             f.chmod(0o755 if path.endswith(".sh") else 0o644)
         say(f"docker build {tag} (Apache Kafka {version}, {sum(1 for _ in rel.libs.glob('*.jar'))} jars, "
             f"BASE_IMAGE={base})")
-        try:
-            c.images.build(path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
-                           labels={"org.faultline.image": "kafka", VERSION_LABEL: version,
-                                   "org.faultline.kafka-logging": rel.logging, "org.faultline.src-hash": digest})
-        except docker.errors.BuildError as e:
-            lines = [str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log]
-            lines = [ln for ln in lines if ln]
-            raise ImageBuildError(f"docker build of {tag} failed: {lines[-1] if lines else e.msg}") from e
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"docker build of {tag} failed: {e.explanation or e}") from e
+        docker_build(c, ctx, tag, base, {"org.faultline.image": "kafka", VERSION_LABEL: version,
+                                         "org.faultline.kafka-logging": rel.logging, "org.faultline.src-hash": digest})
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
-    try:  # the previous build of this tag is now dangling; don't let them pile up
-        c.images.prune(filters={"dangling": True, "label": "org.faultline.image=kafka"})
-    except docker.errors.APIError:
-        pass
     return tag, True, time.monotonic() - t0
 
 
