@@ -251,6 +251,10 @@ def kafka_setup(inv: Inventory, plan: DockerPlan, labels: dict[str, str]) -> Kaf
     if plan.settings_var != "docker_kafka_settings" and plan.settings:
         raise DockerInventoryError(f"{inv.path}: all.vars.{plan.settings_var}: {plan.image} runs Apache Kafka; "
                                    "give docker_kafka_settings (Kafka's keys)")
+    if inv.client.protocol != "PLAINTEXT":
+        raise DockerInventoryError(f"{inv.path}: all.vars.kafka_client: docker up writes PLAINTEXT listeners; "
+                                   f"a {inv.client.protocol} cluster in containers is not something it makes (remove "
+                                   "kafka_client, or secure the embedded target: --target apache-kafka)")
     release = labels.get("org.faultline.kafka-version")
     for s in inv.hosts.values():
         if s.kafka_version and release and s.kafka_version != release:

@@ -66,6 +66,9 @@ def test_the_shipped_inventory_gives_each_node_its_kraft_properties():
     (lambda d: d["all"]["vars"].update(kafka_version="3.9.1"), "controller.kafka_version", "holds Apache Kafka 4.1.0"),
     (lambda d: d["all"]["vars"].update(kafka_implementation="kraftsim"), "controller.kafka_implementation",
      "runs Apache Kafka"),
+    # (a CA file that exists: the loader checks it; docker up refuses before reading it)
+    (lambda d: d["all"]["vars"].update(kafka_client={"security.protocol": "SSL", "ssl.ca.location": str(SHIPPED)}),
+     "all.vars.kafka_client", "writes PLAINTEXT listeners"),
 ])
 def test_a_bad_kafka_docker_inventory_is_one_line_naming_the_field(tmp_path: Path, edit, field, words):
     inv = load_inventory(variant(tmp_path, edit))
