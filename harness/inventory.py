@@ -293,9 +293,10 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
         if ("systemd" in s) == ("command" in s):
             raise c.fail(p("kafka_service"), "give exactly one of systemd: UNIT or command: CMD (with pidfile:)")
         if "systemd" in s:
-            if len(s) > 1:
-                raise c.fail(p("kafka_service"), "systemd: UNIT takes no command/pidfile/log")
-            service = Service(systemd=c.string(s["systemd"], p("kafka_service.systemd")))
+            if set(s) - {"systemd", "format"}:
+                raise c.fail(p("kafka_service"), "systemd: UNIT takes no command/pidfile/log (format: is allowed)")
+            service = Service(systemd=c.string(s["systemd"], p("kafka_service.systemd")),
+                              format=_opt_str(c, s, "format", p("kafka_service")))
         else:
             if "pidfile" not in s:
                 raise c.fail(p("kafka_service.pidfile"), "missing required key (a command service needs a pid file)")

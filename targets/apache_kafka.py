@@ -160,51 +160,20 @@ class EmbeddedApacheKafka:
 
     def properties(self, n: NodePlan) -> dict[str, str]:
         """server.properties of one node: its identity and layout, then the campaign's settings."""
-        roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[n.role]
-        lst = self.listener
-        p: dict[str, str] = {"process.roles": roles, "node.id": str(n.node_id),
-                             "controller.quorum.voters": self.voters(), "controller.listener.names": "CONTROLLER",
-                             "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{lst}:{lst}"}
-        listeners = []
-        if n.is_broker:
-            listeners.append(f"{lst}://{n.address}:{BROKER_PORT}")
-            p["advertised.listeners"] = f"{lst}://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
-            p["inter.broker.listener.name"] = lst
-            if self.security:
-                p.update(self.security.broker_properties(self.tls_dir(n)))
-        if n.is_controller:
-            listeners.append(f"CONTROLLER://{n.address}:{CONTROLLER_PORT}")
-        p["listeners"] = ",".join(listeners)
-        p["log.dirs"] = str(self.data_dir(n) if n.is_broker else self.metadata_dir(n))
-        if n.role == "controller":
-            p["metadata.log.dir"] = str(self.metadata_dir(n))
-        brokers = sum(1 for x in self.nodes if x.is_broker)
-        # the internal topics fit the cluster (Kafka's defaults want 3 brokers and 50 partitions)
-        p.update({"offsets.topic.replication.factor": str(min(3, brokers)), "offsets.topic.num.partitions": "3",
-                  "transaction.state.log.replication.factor": str(min(3, brokers)),
-                  "transaction.state.log.min.isr": str(min(2, brokers)), "group.initial.rebalance.delay.ms": "0"})
-        p.update(server_properties(self.kafka))
-        return p
+        return node_properties(n.role, n.node_id, n.address, voters=self.voters(),
+                               log_dirs=[str(self.data_dir(n) if n.is_broker else self.metadata_dir(n))],
+                               metadata_log_dir=str(self.metadata_dir(n)) if n.role == "controller" else None,
+                               brokers=sum(1 for x in self.nodes if x.is_broker), settings=self.kafka,
+                               listener=self.listener,
+                               secured=self.security.broker_properties(self.tls_dir(n)) if self.security else None)
 
     def jvm_command(self, n: NodePlan, log4j_prop: str) -> str:
-        rel = self.release_of(n)
-        args = [self.java, f"-Xms{HEAP[n.role]}", f"-Xmx{HEAP[n.role]}", *JVM_OPTS,
-                f"-Dkafka.logs.dir={self.node_dir(n) / 'logs'}", log4j_prop, "-cp", rel.classpath,
-                "kafka.Kafka", str(self.dir / f"{n.name}.properties")]
-        return " ".join(shlex.quote(a) for a in args)
+        return jvm_command(self.java, n.role, self.release_of(n).classpath, self.node_dir(n) / "logs", log4j_prop,
+                           self.dir / f"{n.name}.properties")
 
     def format_command(self, n: NodePlan) -> str:
-        """``kafka-storage format`` as the release requires it for this node: the cluster's id, the
-        campaign's metadata.version and features; ``--ignore-formatted`` so it formats only what a
-        disk wipe emptied (the operator's command after a disk replacement)."""
-        rel = self.release_of(n)
-        args = [self.java, "-Xmx128m", *JVM_OPTS, "-cp", rel.classpath, "kafka.tools.StorageTool", "format",
-                "-t", self.cluster_id, "-c", str(self.dir / f"{n.name}.properties"), "--ignore-formatted"]
-        if self.kafka.metadata_version:
-            args += ["-r", self.kafka.metadata_version]
-        for k, v in self.kafka.features.items():
-            args += ["--feature", f"{k}={v}"]
-        return " ".join(shlex.quote(a) for a in args)
+        return format_command(self.java, self.release_of(n).classpath, self.cluster_id,
+                              self.dir / f"{n.name}.properties", self.kafka)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> str:
@@ -281,32 +250,19 @@ class EmbeddedApacheKafka:
         return next(n for n in self.nodes if n.name == name)
 
     def _wait_ready(self, timeout: float) -> None:
-        """Until every broker is registered and unfenced (the Metadata response lists it); a JVM
-        that exits first ends the wait with its own last error line."""
-        from confluent_kafka.admin import AdminClient
-
-        want = sum(1 for n in self.nodes if n.is_broker)
-        admin = None
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while time.monotonic() < deadline:
+        """Until every broker is registered and unfenced; a JVM that exits first ends the wait
+        with its own last error line."""
+        def check() -> None:
             for n in self.nodes:
                 pid = int((self.dir / f"{n.name}.pid").read_text().split()[0])
                 if not LocalTransport(n.name).pid_alive(pid):
                     raise self._died(n)
-            # no client before every broker's port answers: librdkafka would log each refused connect
-            if admin is None and all(_listening(n.address, BROKER_PORT) for n in self.nodes if n.is_broker):
-                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000,
-                                     **self._client_settings()})
-            try:
-                seen = len(admin.list_topics(timeout=2).brokers) if admin is not None else 0
-            except Exception:  # noqa: BLE001 - not up yet
-                seen = 0
-            if seen >= want:
-                return
-            time.sleep(0.25)
-        raise InfraError(f"Apache Kafka {self.version}: {seen} of {want} brokers registered within {timeout:g}s "
-                         f"(logs: {self.dir}/<node>/logs/server.log)")
+
+        want = sum(1 for n in self.nodes if n.is_broker)
+        seen = wait_registered(self.bootstrap, want, timeout, check, client=self._client_settings())
+        if seen < want:
+            raise InfraError(f"Apache Kafka {self.version}: {seen} of {want} brokers registered within {timeout:g}s "
+                             f"(logs: {self.dir}/<node>/logs/server.log)")
 
     def _client_settings(self) -> dict[str, str]:
         """librdkafka's settings for the readiness probe on a secured listener (the run's own clients
@@ -403,6 +359,88 @@ class EmbeddedApacheKafka:
             raise InfraError(f"could not remove the cluster's {'network: ' + ', '.join(left) if left else ''}"
                              f"{'; disks: ' + '; '.join(problems) if problems else ''} (run `faultline heal`)")
         self.ledger.healed(self.entry_id)
+
+
+# -- what every real Kafka node needs, wherever it runs (this launcher, `faultline docker up`, a lab) --
+def node_properties(role: str, node_id: int, address: str, *, voters: str, log_dirs: list[str],
+                    metadata_log_dir: str | None, brokers: int, settings: KafkaSettings,
+                    listener: str = "PLAINTEXT", secured: dict[str, str] | None = None) -> dict[str, str]:
+    """server.properties of one KRaft node (``role``: broker | controller | combined): its
+    identity, listeners on ``address`` (a broker's named ``listener``, with ``secured``'s TLS/SASL
+    properties when it is not PLAINTEXT) and layout, the internal topics sized for ``brokers``,
+    then the campaign's settings (:func:`targets.kafka_settings.server_properties`)."""
+    is_broker, is_controller = role in ("broker", "combined"), role in ("controller", "combined")
+    roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[role]
+    lst = listener
+    p: dict[str, str] = {"process.roles": roles, "node.id": str(node_id),
+                         "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
+                         "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{lst}:{lst}"}
+    listeners = []
+    if is_broker:
+        listeners.append(f"{lst}://{address}:{BROKER_PORT}")
+        p["advertised.listeners"] = f"{lst}://{address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
+        p["inter.broker.listener.name"] = lst
+        p.update(secured or {})
+    if is_controller:
+        listeners.append(f"CONTROLLER://{address}:{CONTROLLER_PORT}")
+    p["listeners"] = ",".join(listeners)
+    p["log.dirs"] = ",".join(log_dirs)
+    if metadata_log_dir:
+        p["metadata.log.dir"] = metadata_log_dir
+    # the internal topics fit the cluster (Kafka's defaults want 3 brokers and 50 partitions)
+    p.update({"offsets.topic.replication.factor": str(min(3, brokers)), "offsets.topic.num.partitions": "3",
+              "transaction.state.log.replication.factor": str(min(3, brokers)),
+              "transaction.state.log.min.isr": str(min(2, brokers)), "group.initial.rebalance.delay.ms": "0"})
+    p.update(server_properties(settings))
+    return p
+
+
+def jvm_command(java: str, role: str, classpath: str, logs_dir: Path | str, log4j_prop: str,
+                config: Path | str) -> str:
+    """The node's ``kafka.Kafka`` JVM as one shell command line (what kafka-server-start.sh runs):
+    heap by role, :data:`JVM_OPTS`, ``kafka.logs.dir`` and the log4j config."""
+    args = [java, f"-Xms{HEAP[role]}", f"-Xmx{HEAP[role]}", *JVM_OPTS, f"-Dkafka.logs.dir={logs_dir}", log4j_prop,
+            "-cp", classpath, "kafka.Kafka", str(config)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def format_command(java: str, classpath: str, cluster_id: str, config: Path | str, settings: KafkaSettings) -> str:
+    """``kafka-storage format`` as the release requires it for this node: the cluster's id, the
+    campaign's metadata.version and features; ``--ignore-formatted`` so it formats only what a
+    disk wipe emptied (the operator's command after a disk replacement)."""
+    args = [java, "-Xmx128m", *JVM_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+            "-t", cluster_id, "-c", str(config), "--ignore-formatted"]
+    if settings.metadata_version:
+        args += ["-r", settings.metadata_version]
+    for k, v in settings.features.items():
+        args += ["--feature", f"{k}={v}"]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def wait_registered(bootstrap: str, want: int, timeout: float, check: Callable[[], None] = lambda: None, *,
+                    client: dict[str, str] | None = None) -> int:
+    """Wait until ``want`` brokers are registered and unfenced (the Metadata response lists them);
+    returns how many were seen last. ``check`` runs each round and raises to end the wait (a JVM
+    that exited); ``client``: librdkafka's security settings for a secured listener. No client
+    before every bootstrap port answers: librdkafka would log each refused connect."""
+    from confluent_kafka.admin import AdminClient
+
+    addrs = [(h, int(p)) for h, _, p in (x.rpartition(":") for x in bootstrap.split(","))]
+    admin = None
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        check()
+        if admin is None and all(_listening(h, p) for h, p in addrs):
+            admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, **(client or {})})
+        try:
+            seen = len(admin.list_topics(timeout=2).brokers) if admin is not None else 0
+        except Exception:  # noqa: BLE001 - not up yet
+            seen = 0
+        if seen >= want:
+            return seen
+        time.sleep(0.25)
+    return seen
 
 
 #: the first line of every inventory this launcher writes (harness/heal.py knows generated ones by it)

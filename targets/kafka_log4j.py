@@ -100,13 +100,22 @@ LOG4J2 = ("# Kafka's config/log4j2.yaml (4.x), as faultline's embedded Apache Ka
 """)
 
 
+def config(kind: str) -> tuple[str, str]:
+    """(file name, text) of the release's log4j configuration (``kind``: log4j1 | log4j2), as
+    Kafka's distribution names it in ``config/``."""
+    return ("log4j2.yaml", LOG4J2) if kind == "log4j2" else ("log4j.properties", LOG4J1)
+
+
+def jvm_property(kind: str, path: Path | str) -> str:
+    """The JVM system property that points the release's log4j at ``path`` (kafka-run-class.sh's
+    ``KAFKA_LOG4J_OPTS``)."""
+    return f"-Dlog4j2.configurationFile={path}" if kind == "log4j2" else f"-Dlog4j.configuration=file:{path}"
+
+
 def write(directory: Path, kind: str) -> tuple[Path, str]:
     """Write the release's log4j configuration into ``directory``; returns (file, the JVM
     system property that points log4j at it)."""
-    if kind == "log4j2":
-        f = directory / "log4j2.yaml"
-        f.write_text(LOG4J2, encoding="utf-8")
-        return f, f"-Dlog4j2.configurationFile={f}"
-    f = directory / "log4j.properties"
-    f.write_text(LOG4J1, encoding="utf-8")
-    return f, f"-Dlog4j.configuration=file:{f}"
+    name, text = config(kind)
+    f = directory / name
+    f.write_text(text, encoding="utf-8")
+    return f, jvm_property(kind, f)

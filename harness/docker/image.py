@@ -38,9 +38,14 @@ DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
 BASE_TAG = "faultline/base:bookworm"
 IMAGE_TAG = "faultline/kraftsim:latest"
 SUITE = "bookworm"
-#: what the base needs: python3 for kraftsim, iproute2/iptables for network faults run in
-#: the container's namespace, procps for pgrep/kill, python3-pip to install the wheels
-BASE_PACKAGES = ["python3", "python3-pip", "python-is-python3", "iproute2", "iptables", "procps"]
+#: what the base needs: python3 for kraftsim (and the nemeses' scripts piped to it), iproute2/
+#: iptables for network faults run in the container's namespace, procps for pgrep/kill,
+#: python3-pip to install the wheels, and a JRE for real Kafka (harness/docker/kafka_image.py:
+#: Kafka 4.x brokers need Java 17); one base for both images, so a cold machine debootstraps once
+BASE_PACKAGES = ["python3", "python3-pip", "python-is-python3", "iproute2", "iptables", "procps",
+                 "openjdk-17-jre-headless"]
+#: the base's label listing its packages: a base made with other packages is rebuilt, not reused
+PACKAGES_LABEL = "org.faultline.base-packages"
 #: the project packages copied into the image (kraftsim runs there; the rest is small and
 #: lets an operator run faultline's own scripts inside a container)
 PROJECT_DIRS = ["kraftsim", "groundwork", "harness", "nemeses", "workloads", "checkers"]
@@ -129,14 +134,26 @@ def image_exists(c: docker.DockerClient, tag: str) -> bool:
         return False
 
 
+def base_packages(c: docker.DockerClient, tag: str) -> str | None:
+    """The package list a base was made with (its label), None when it has none or is absent."""
+    try:
+        return (c.images.get(tag).labels or {}).get(PACKAGES_LABEL)
+    except docker.errors.ImageNotFound:
+        return None
+
+
 def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | None = None,
                force: bool = False, workdir: str | None = None) -> tuple[bool, float]:
     """debootstrap a minbase bookworm root filesystem and ``docker import`` it as ``tag``.
 
-    Returns (built, seconds); built is False when the tag already existed."""
+    Returns (built, seconds); built is False when the tag already holds a base of these
+    packages (an older base, made without the JRE, is rebuilt)."""
+    packages = ",".join(BASE_PACKAGES)
     if image_exists(c, tag) and not force:
-        log(f"base image {tag} exists, not rebuilding (use --rebuild-base to force)")
-        return False, 0.0
+        if base_packages(c, tag) == packages:
+            log(f"base image {tag} exists, not rebuilding (use --rebuild-base to force)")
+            return False, 0.0
+        log(f"base image {tag} was made with other packages; rebuilding it with {packages}")
     if os.geteuid() != 0:
         raise ImageBuildError("building the base image runs debootstrap, which needs root")
     if not shutil.which("debootstrap"):
@@ -147,7 +164,7 @@ def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | Non
     tar_path = root + ".tar"
     try:
         log(f"debootstrap --variant=minbase {SUITE} from {mirror} (a few minutes)")
-        p = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
+        p = subprocess.run(["debootstrap", "--variant=minbase", f"--include={packages}",
                             SUITE, root, mirror], capture_output=True, text=True)
         if p.returncode != 0:
             tail = (p.stderr or p.stdout).strip().splitlines()
@@ -164,7 +181,8 @@ def build_base(c: docker.DockerClient, tag: str = BASE_TAG, *, mirror: str | Non
         c.api.import_image_from_file(tar_path, repository=repo, tag=tg or "latest",
                                      changes=["CMD [\"/bin/bash\"]",
                                               "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                              "LABEL org.faultline.base=debootstrap-minbase-" + SUITE])
+                                              "LABEL org.faultline.base=debootstrap-minbase-" + SUITE,
+                                              f"LABEL {PACKAGES_LABEL}={packages}"])
         if not image_exists(c, tag):
             raise ImageBuildError(f"docker import of {tar_path} did not produce {tag}")
     except subprocess.CalledProcessError as e:
@@ -220,14 +238,9 @@ def build_image(c: docker.DockerClient, tag: str = IMAGE_TAG, *, base: str = BAS
     Returns (built, seconds); not rebuilt when ``tag`` already holds this exact source."""
     t0 = time.monotonic()
     digest = source_hash(project_root, base)
-    if not force:
-        try:
-            have = (c.images.get(tag).labels or {}).get("org.faultline.src-hash")
-        except docker.errors.ImageNotFound:
-            have = None
-        if have == digest:
-            log(f"image {tag} is up to date with the source ({digest}), not rebuilding")
-            return False, 0.0
+    if not force and up_to_date(c, tag, digest):
+        log(f"image {tag} is up to date with the source ({digest}), not rebuilding")
+        return False, 0.0
     ctx = Path(tempfile.mkdtemp(prefix="fl-image-ctx-"))
     try:
         shutil.copy2(project_root / "docker" / "Dockerfile", ctx / "Dockerfile")
@@ -238,23 +251,36 @@ def build_image(c: docker.DockerClient, tag: str = IMAGE_TAG, *, base: str = BAS
                 shutil.copytree(project_root / d, src / d, ignore=_IGNORE)
         fetch_wheels(ctx / "wheels", wheels_dir)
         log(f"docker build {tag} (BASE_IMAGE={base})")
-        try:
-            c.images.build(path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base}, rm=True,
-                           forcerm=True, labels={"org.faultline.image": "kraftsim",
-                                                 "org.faultline.src-hash": digest})
-        except docker.errors.BuildError as e:
-            lines = [str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log]
-            lines = [ln for ln in lines if ln]
-            raise ImageBuildError(f"docker build of {tag} failed: {lines[-1] if lines else e.msg}") from e
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"docker build of {tag} failed: {e.explanation or e}") from e
+        docker_build(c, ctx, tag, base, {"org.faultline.image": "kraftsim", "org.faultline.src-hash": digest})
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
-    try:  # the previous build of this tag is now dangling; don't let them pile up
-        c.images.prune(filters={"dangling": True, "label": "org.faultline.image=kraftsim"})
+    return True, time.monotonic() - t0
+
+
+def up_to_date(c: docker.DockerClient, tag: str, digest: str) -> bool:
+    """``tag`` exists and was built from exactly this content (its ``org.faultline.src-hash``)."""
+    try:
+        return (c.images.get(tag).labels or {}).get("org.faultline.src-hash") == digest
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def docker_build(c: docker.DockerClient, ctx: Path, tag: str, base: str, labels: dict[str, str]) -> None:
+    """``docker build`` of a prepared context FROM ``base``; a failure is one line (its last
+    build output). The previous build of the tag, now dangling, is pruned (by the image's kind,
+    ``labels["org.faultline.image"]``) so rebuilds do not pile up."""
+    try:
+        c.images.build(path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True, labels=labels)
+    except docker.errors.BuildError as e:
+        lines = [str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log]
+        lines = [ln for ln in lines if ln]
+        raise ImageBuildError(f"docker build of {tag} failed: {lines[-1] if lines else e.msg}") from e
+    except docker.errors.APIError as e:
+        raise ImageBuildError(f"docker build of {tag} failed: {e.explanation or e}") from e
+    try:
+        c.images.prune(filters={"dangling": True, "label": f"org.faultline.image={labels['org.faultline.image']}"})
     except docker.errors.APIError:
         pass
-    return True, time.monotonic() - t0
 
 
 def build_all(*, base: str = BASE_TAG, tag: str = IMAGE_TAG, rebuild_base: bool = False,

@@ -253,13 +253,15 @@ class HostChecks:
             if r.ok and r.stdout.strip():
                 return r.stdout.strip().splitlines()[-1], ""
             return None, f"`{' '.join(cmd)}` failed: {short_line(r.stderr or r.stdout)}"
+        libs = []
         for i, a in enumerate(self.cmdline[:-1]):
             if a in ("-cp", "-classpath", "--class-path"):
                 for entry in self.cmdline[i + 1].split(":"):
                     m = KAFKA_JAR_RE.search(entry)
                     if m:
                         return m.group(1), ""
-        libs = []
+                    if entry.endswith("/*"):   # Java's wildcard: every jar of that dir (a JVM started without
+                        libs.append(entry[:-2])  # kafka-run-class.sh, e.g. on the release cache's libs/)
         if svc and svc.command:
             libs += [str(Path(a).parent.parent / "libs") for a in shlex.split(svc.command) if a.endswith("kafka-server-start.sh")]
         if svc and svc.systemd:

@@ -128,6 +128,11 @@ def read_checkpoint(path):
         return {}
     with open(path) as fh:
         lines = [l.strip() for l in fh if l.strip()]
+    if not lines:
+        # Kafka creates each checkpoint file empty (CheckpointFile's constructor: Files.createFile)
+        # and reads an empty one as no entries (CheckpointReadBuffer.read); a freshly formatted
+        # node's recovery-point file stays empty until its first checkpoint, 60 s in
+        return {}
     try:
         version, count = int(lines[0]), int(lines[1])
         out = {}

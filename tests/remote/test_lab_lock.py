@@ -6,9 +6,9 @@ once with one line naming A (its pid and run directory), and A's fault is still 
 still open in the ledger afterwards (the refused run healed nothing); ``faultline heal``
 without --force skips it too (the ledger's owner check protects a live run). A third run with
 ``--wait`` waits, says for whom, and starts only after A has healed and released the lab; it
-heals nothing of A's either, and both runs complete. The lab is the one the campaign test uses
-(tests/remote/test_campaigns.py): kraftsim on every host, started by the inventory's
-``kafka_service`` before faultline arrives.
+heals nothing of A's either, and both runs complete. The lab: kraftsim on every sshd host
+(tests/remote/sshlab.py ``kraftsim_inventory``), started by the inventory's ``kafka_service``
+before faultline arrives.
 """
 from __future__ import annotations
 
