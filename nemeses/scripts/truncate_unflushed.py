@@ -128,6 +128,13 @@ def read_checkpoint(path):
         return {}
     with open(path) as fh:
         lines = [l.strip() for l in fh if l.strip()]
+    if len(lines) < 2:
+        # Kafka's CheckpointFile constructor creates the file empty (Files.createFile) and its
+        # CheckpointReadBuffer.read takes no line, or a version alone, as no entries: a broker
+        # killed before its first checkpoint write (log.initial.task.delay.ms) leaves it so
+        if lines and lines[0] != "0":
+            fail(f"{path}: checkpoint version {lines[0]}, want 0")
+        return {}
     try:
         version, count = int(lines[0]), int(lines[1])
         out = {}
@@ -286,6 +293,7 @@ def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, 
               "log_end_offset_before": leo_before, "truncated_bytes": 0, "deleted_segments": [],
               "truncated_segments": [], "deleted_files": [], "durable_offset": point["cut"],
               "durable_by": point["by"]}
+    sizes_before = {name: os.path.getsize(os.path.join(pdir, name)) for _, name in names}
     first_lost, kept_leo = None, None
     for base, name in names:
         path = os.path.join(pdir, name)
@@ -328,6 +336,16 @@ def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, 
         unc["kept"] = [point["lo"], top]
         unc["kept_bytes"] = bytes_in(segs, point["lo"], top)
     report["uncertain"] = {**unc, "why": point["why"]} if unc else None
+    # per segment file: its size, and the bytes of it in the uncertain ranges (a comparison with
+    # what the disk really kept - reboot compare_cut - is made file by file)
+    report["segment_sizes"] = sizes_before
+    ranges = [tuple(unc[k]) for k in ("cut", "kept") if k in unc]
+    by_seg = {}
+    for (_, name), (_, bs) in zip(names, segs):
+        n = sum(e - s for s, e, base, last in bs for a, b in ranges if base >= a and last < b)
+        if n:
+            by_seg[name] = n
+    report["uncertain_bytes_by_segment"] = by_seg
     return report
 
 
