@@ -170,14 +170,16 @@ def cut_note(detail: dict[str, Any]) -> str:
 
 def lossyfs_note(host: str, d: dict[str, Any], most: int = 8) -> str:
     """One host's lossyfs crash in a line: bytes dropped, and the files and names it touched
-    (the first ``most`` files by bytes dropped; the note's detail has them all)."""
+    (the first ``most`` files, segments first, by bytes dropped; the note's detail has them all)."""
     crashes = d.get("lossyfs") or {}
     files = [f for c in crashes.values() for f in c.get("files", [])]
     removed = [r for c in crashes.values() for r in c.get("removed", [])]
     restored = [r for c in crashes.values() for r in c.get("restored", [])]
     txt = f"{host}: lossyfs crash dropped {d.get('dropped_bytes', 0)} bytes"
+    # segments first: an index's preallocated size (RandomAccessFile.setLength, 10 MiB of holes)
+    # dropped says less than a segment's records dropped
     cut = sorted((f for f in files if f.get("dropped_bytes") or f.get("restored_bytes")),
-                 key=lambda f: (-int(f.get("dropped_bytes") or 0), f["path"]))
+                 key=lambda f: (not f["path"].endswith(lossyfs.SEGMENT_SUFFIX), -int(f.get("dropped_bytes") or 0), f["path"]))
     if cut:
         txt += " (" + ", ".join(f"{f['path']} {f['size_before']}->{f['durable_size']}"
                                 + (f" +{f['restored_bytes']} restored" if f.get("restored_bytes") else "")

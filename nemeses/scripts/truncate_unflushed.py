@@ -31,8 +31,10 @@ task → checkpointLogRecoveryOffsets) and after truncations, but fsyncs far mor
   roll, the previous segment may still have been in the page cache (kept, reported uncertain);
 - every ``log.flush.interval.messages`` offsets: ``UnifiedLog.append`` → ``flush(false)`` when
   ``localLog.unflushedMessages >= config.flushInterval`` (synchronously, leader and follower
-  appends alike). The point is simulated batch by batch from the checkpoint; which batches one
-  append carried is not on disk, so the range from one interval below the log end is uncertain;
+  appends alike). A leader's append is one batch (ProduceRequest.validateRecords), a follower's
+  every batch of one fetch (UnifiedLog.appendAsFollower), and which batches one append carried is
+  not on disk: the cut keeps up to the highest point a flush may have reached (max_flush_point),
+  the range from one interval below the log end is uncertain (kept);
 - ``log.flush.interval.ms``: LogManager's ``kafka-log-flusher`` (``flushDirtyLogs``, first after
   ``log.initial.task.delay.ms``, then every ``log.flush.scheduler.interval.ms``) flushes a log
   last flushed that long ago. When it last ran is not on disk: every cut byte is uncertain;
@@ -96,6 +98,7 @@ Prints one JSON object: {"partitions": [...], "markers_removed": [...], "checkpo
 exit 2 with one line on bad input (missing log dir, unreadable checkpoint, bad --config).
 """
 import argparse
+import heapq
 import json
 import os
 import random
@@ -219,6 +222,8 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
     hi = cut
     n = flush["messages"]
     if n < NEVER and all_b:
+        # a leader appends one batch per produce request (ProduceRequest.validateRecords: v3+
+        # carries exactly one batch per partition), so batch by batch is how it flushed
         rp = floor
         for seg_base, bs in segs:
             if seg_base > rp:
@@ -228,17 +233,19 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
                     continue
                 if last + 1 - rp >= n:
                     rp = last + 1   # UnifiedLog.append: unflushedMessages >= flushInterval -> flush
-        if rp > cut:
-            cut, by = rp, "log.flush.interval.messages"
+        # a follower appends a fetch's batches at once (UnifiedLog.appendAsFollower), so it may
+        # have flushed past that point: the cut keeps all it may have flushed, never more
+        top = max_flush_point(segs, floor, n)
+        if top > cut:
+            cut, by = top, "log.flush.interval.messages"
         # RP > (end of the last completed append) - n: certain only from one interval below the
-        # last batch; the last flush may have reached the log end
+        # last batch
         last_base = all_b[-1][2]
         ends = [b[3] + 1 for b in all_b if b[3] + 1 >= last_base - n + 1]
         lo_msgs = max(floor, min(ends) if ends else leo)
         lo = max(lo, min(lo_msgs, cut))
-        hi = leo
-        why.append(f"log.flush.interval.messages={n}: which offsets the last flush reached depends on "
-                   "how appends grouped the batches")
+        why.append(f"log.flush.interval.messages={n}: a leader (one batch an append) flushed last at {max(rp, floor)}, "
+                   f"a follower (a fetch's batches an append) may have flushed up to {top}; kept up to {cut}")
     if flush["ms"] < NEVER:
         hi = leo
         why.append(f"log.flush.interval.ms={flush['ms']} (flusher every {flush['scheduler_ms']} ms): "
@@ -247,6 +254,46 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
         hi = leo
         why.append("the broker's flush settings were not known (no config read)")
     return {"cut": cut, "by": by, "lo": min(lo, cut), "hi": max(hi, cut), "why": why}
+
+
+def max_flush_point(segs, floor, n):
+    """The highest offset ``log.flush.interval.messages`` = ``n`` may have made Kafka flush to.
+
+    UnifiedLog.append flushes when, after an append, ``logEndOffset - recoveryPoint >= n``; an
+    append lies in one segment (maybeRoll comes first) and ends at a batch end, and a follower's
+    append holds every batch of one fetch, so any batch end past the first that crosses the
+    threshold, up to the end of that batch's segment, may be where one ended and flushed. The
+    recovery point starts at the checkpoint's ``floor`` and also moves to each new segment's base
+    when its roll's ``flush-log`` runs. Every point reachable so is a possible recovery point; the
+    highest of them (``floor`` if none) bounds what Kafka may have fsynced."""
+    ends, seg_of = [], []
+    for si, (_, bs) in enumerate(segs):
+        for _, _, _, last in bs:
+            if last + 1 > floor:
+                ends.append(last + 1)
+                seg_of.append(si)
+    seg_last = {}
+    for i, si in enumerate(seg_of):
+        seg_last[si] = i
+    points = [floor] + [base for base, _ in segs if base > floor]
+    heapq.heapify(points)
+    reach_from, seen, hi, j = {}, set(), floor, 0
+    while points:
+        r = heapq.heappop(points)       # in increasing order, so the crossing below only moves on
+        if r in seen:
+            continue
+        seen.add(r)
+        hi = max(hi, r)
+        while j < len(ends) and ends[j] - r < n:
+            j += 1
+        if j == len(ends):
+            continue
+        m = reach_from.get(seg_of[j])
+        if m is None or j < m:
+            for k in range(j, (seg_last[seg_of[j]] if m is None else m - 1) + 1):
+                heapq.heappush(points, ends[k])
+            reach_from[seg_of[j]] = j
+    return hi
 
 
 def bytes_in(segs, a, b):
