@@ -92,32 +92,41 @@ def test_cut_after_a_roll_and_before_the_checkpoint_keeps_the_rolled_segments(tm
         node.stop_service(9)
 
 
+def cut_with_flush_messages(tmp: Path, segments: dict[int, list[tuple[int, int]]],
+                            checkpoint: int | None = None) -> tuple[Path, dict]:
+    """The cut of partition m-0 on a broker run with ``--override log.flush.interval.messages=7``:
+    the partition dir after it and the reboot's detail for the broker."""
+    log_dir = tmp / "data"
+    pdir = write_partition(log_dir, "m", 0, segments)
+    if checkpoint is not None:
+        write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("m", 0): checkpoint})
+    node = kafka_like(tmp, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
+                      overrides={"log.flush.interval.messages": "7"})
+    node.log_dirs = [str(log_dir)]
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        return pdir, rec.undo["detail"]["broker-1"]
+    finally:
+        node.stop_service(9)
+
+
 def test_flush_interval_messages_from_the_brokers_override_moves_the_cut(tmp_path):
     """log.flush.interval.messages=7 given as ``--override``; no checkpoint entry was written. A
     leader (one batch an append) flushed at 10 and 20; a follower appends a fetch's batches at
     once (UnifiedLog.appendAsFollower), so [10, 25) may have been one append, flushed at 25: the
     cut keeps all of it (never a byte Kafka may have fsynced), the kept side uncertain from one
     interval below the last batch."""
-    log_dir = tmp_path / "data"
-    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
-    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
-                      overrides={"log.flush.interval.messages": "7"})
-    node.log_dirs = [str(log_dir)]
-    try:
-        nem = Reboot()
-        nem.setup(make_ctx(tmp_path, [node]))
-        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
-        assert log_end_offset(pdir) == 25
-        d = rec.undo["detail"]["broker-1"]
-        assert d["page_cache_cut"]["flush"]["messages"] == 7 and d["flush_config_source"].endswith("--override")
-        part = d["partitions"]["m-0"]
-        assert part["durable_by"] == "log.flush.interval.messages" and part["recovery_point"] == 0
-        (u,) = d["page_cache_cut"]["uncertain"]
-        assert "cut" not in u and u["kept"] == [15, 25]
-        assert "leader (one batch an append) flushed last at 20" in u["why"][0]
-        assert "follower (a fetch's batches an append) may have flushed up to 25" in u["why"][0]
-    finally:
-        node.stop_service(9)
+    pdir, d = cut_with_flush_messages(tmp_path, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
+    assert log_end_offset(pdir) == 25
+    assert d["page_cache_cut"]["flush"]["messages"] == 7 and d["flush_config_source"].endswith("--override")
+    part = d["partitions"]["m-0"]
+    assert part["durable_by"] == "log.flush.interval.messages" and part["recovery_point"] == 0
+    (u,) = d["page_cache_cut"]["uncertain"]
+    assert "cut" not in u and u["kept"] == [15, 25]
+    assert "leader (one batch an append) flushed last at 20" in u["why"][0]
+    assert "follower (a fetch's batches an append) may have flushed up to 25" in u["why"][0]
 
 
 def test_flush_interval_messages_cuts_only_what_no_flush_can_have_reached(tmp_path):
@@ -125,21 +134,11 @@ def test_flush_interval_messages_cuts_only_what_no_flush_can_have_reached(tmp_pa
     recovery point 10 a flush can reach 20 at most within its segment (an append lies in one
     segment); the roll's flush reaches 20 too; past 20 lie 3 offsets, fewer than 7 above any
     possible recovery point: cut, exactly."""
-    log_dir = tmp_path / "data"
-    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5)], 10: [(10, 5), (15, 5)], 20: [(20, 3)]})
-    write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("m", 0): 10})
-    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
-                      overrides={"log.flush.interval.messages": "7"})
-    node.log_dirs = [str(log_dir)]
-    try:
-        nem = Reboot()
-        nem.setup(make_ctx(tmp_path, [node]))
-        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
-        assert log_end_offset(pdir) == 20
-        part = rec.undo["detail"]["broker-1"]["partitions"]["m-0"]
-        assert part["expected_log_end_offset"] == 20 and part["truncated_bytes"] == len(batch_bytes(20, 3))
-    finally:
-        node.stop_service(9)
+    pdir, d = cut_with_flush_messages(tmp_path, {0: [(0, 5), (5, 5)], 10: [(10, 5), (15, 5)], 20: [(20, 3)]},
+                                      checkpoint=10)
+    assert log_end_offset(pdir) == 20
+    part = d["partitions"]["m-0"]
+    assert part["expected_log_end_offset"] == 20 and part["truncated_bytes"] == len(batch_bytes(20, 3))
 
 
 def test_inventory_kafka_config_is_read_on_the_host(tmp_path):
