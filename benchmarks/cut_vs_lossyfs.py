@@ -12,8 +12,8 @@ the kill, as that mode does), then crashes the mount, which keeps exactly what K
 (nemeses.reboot.compare_cut sets the two side by side, segment file by segment file).
 
 One cluster per phase (1 controller, 3 brokers; topic ``load``: 3 partitions, RF 3, min ISR 2,
-``segment.ms`` short so segments roll - each roll's asynchronous ``flush-log``, UnifiedLog.roll,
-is the cut's main rule): ``default`` (Kafka's flush settings: nothing but rolls and the metadata
+``segment.ms`` 3 s so segments roll - each roll's asynchronous ``flush-log``, UnifiedLog.roll,
+is the cut's main rule - and ``retention.ms`` a minute, so old ones are deleted as the crashes go): ``default`` (Kafka's flush settings: nothing but rolls and the metadata
 log's own flushes) and ``flush-messages`` (broker ``log.flush.interval.messages``: UnifiedLog.append
 flushes, on the leader after each produce's one batch, on followers after each fetch's batches).
 A producer (acks=all) writes all along; the brokers are crashed in turn, each once every broker is
@@ -111,7 +111,9 @@ def phase(name: str, release: str, crashes: int, settings: dict[str, Any], seed:
             inv = k.write_inventory()
             cluster = Cluster.from_inventory(load_inventory(inv))
             admin = AdminClient({"bootstrap.servers": k.bootstrap})
-            fut = admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2", "segment.ms": "3000"})])
+            # segments roll every 3 s and go after a minute: the log stays a few dozen segments long
+            fut = admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2", "segment.ms": "3000",
+                                                                     "retention.ms": "60000"})])
             fut[TOPIC].result(60)
             load = Load(k.bootstrap, rate)
             load.start()
@@ -160,8 +162,10 @@ def main() -> None:
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     for name in a.phases.split(","):
-        settings = {"log.flush.interval.messages": a.flush_messages} if name == "flush-messages" else {}
-        print(f"phase {name} (Apache Kafka {a.release}{', ' + str(settings) if settings else ''}):", flush=True)
+        settings: dict[str, Any] = {"log.retention.check.interval.ms": 10000}
+        if name == "flush-messages":
+            settings["log.flush.interval.messages"] = a.flush_messages
+        print(f"phase {name} (Apache Kafka {a.release}, {settings}):", flush=True)
         rows += phase(name, a.release, a.crashes, settings, a.seed, a.rate)
     shares = [s for r in rows for s in r["uncertain_share"]]
     print(f"crashes: {len(rows)} in {time.monotonic() - t0:.0f} s; segment files compared: "

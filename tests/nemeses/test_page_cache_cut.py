@@ -282,3 +282,26 @@ def test_topic_flush_messages_given_in_params_is_used(tmp_path):
         assert d["flush_config_source"] == "params.kafka_config" and d["page_cache_cut"]["flush"]["messages"] == 7
     finally:
         node.stop_service(9)
+
+
+def test_segments_wholly_below_the_checkpoint_are_kept_without_being_read(tmp_path):
+    """Checkpoint 15 over segments 0, 5, 10, 15: 0 and 5 lie wholly below the segment that ends at
+    the floor and are kept unread (a log of many segments is read in its last few); 10 is read,
+    and says the kept log ends at 15; the unflushed 15 is cut."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5)], 5: [(5, 5)], 10: [(10, 5)], 15: [(15, 5)]})
+    write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("m", 0): 15})
+    node = TestNode("broker-1", "broker", 1, "127.0.0.1", command=["sleep", "600"])
+    node.log_dirs = [str(log_dir)]
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False,
+                        kafka_config={"log.flush.interval.messages": 2 ** 63 - 1})
+        part = rec.undo["detail"]["broker-1"]["partitions"]["m-0"]
+        assert part["expected_log_end_offset"] == 15 and part["log_end_offset_before"] == 20
+        assert part["truncated_bytes"] == len(batch_bytes(15, 5))
+        assert (pdir / f"{10:020d}.log").exists() and not (pdir / f"{15:020d}.log").exists()
+    finally:
+        node.stop_service(9)
