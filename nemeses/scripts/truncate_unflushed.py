@@ -195,7 +195,13 @@ def flush_settings(pairs):
             "ms": raw.get("log.flush.interval.ms", sched), "scheduler_ms": sched}
 
 
-def durable_point(segs, floor, topic, role, model, flush, config_known):
+def release(version):
+    """(major, minor) of a Kafka release string, or None."""
+    m = re.match(r"^(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def durable_point(segs, floor, topic, role, model, flush, config_known, kafka_version=None):
     """Where the power loss cuts this partition, and what is uncertain about it.
 
     ``segs``: [(base offset, [(start, end, base, last), ...])] in offset order. Returns
@@ -214,12 +220,24 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
             return {"cut": leo, "by": "raft-flush", "lo": min(last_base, leo), "hi": leo,
                     "why": ["KafkaRaftClient flushes the metadata log after every append; the append in "
                             "flight at the crash may not have reached the disk (kept)"]}
+        rel = release(kafka_version)
+        if rel is not None and rel < (3, 5):
+            # KafkaRaftClient.appendAsFollower (3.4): log.flush(false) after every fetch, observer or voter
+            last_base = all_b[-1][2] if all_b else leo
+            return {"cut": leo, "by": "raft-flush", "lo": min(last_base, leo), "hi": leo,
+                    "why": [f"Kafka {kafka_version} flushes an observer's metadata log after every fetch "
+                            "(KafkaRaftClient.appendAsFollower); the append in flight may not have reached the disk (kept)"]}
         cut = newest
         lo = older if older is not None and newest > 0 else newest
-        if leo > cut:
+        if lo < cut:
+            why.append("the last roll's flush (UnifiedLog.roll -> scheduleOnce flush-log) is "
+                       "asynchronous; it may not have run before the crash (kept)")
+        if rel is None and leo > cut:
             why.append("an observer's metadata log is flushed after every fetch by Kafka 3.4 "
-                       "(KafkaRaftClient.appendAsFollower), only at segment rolls by 3.5+ (KAFKA-13884)")
-        return {"cut": cut, "by": "segment-roll", "lo": min(lo, cut), "hi": leo, "why": why}
+                       "(KafkaRaftClient.appendAsFollower), only at segment rolls by 3.5+ (KAFKA-13884); "
+                       "the broker's release is not known")
+        # 3.5+: appendAsFollower flushes only where quorum.isVoter(); a broker is an observer
+        return {"cut": cut, "by": "segment-roll", "lo": min(lo, cut), "hi": leo if rel is None else cut, "why": why}
     cut, by = floor, "checkpoint"
     lo = floor
     if newest > cut:
@@ -311,14 +329,14 @@ def bytes_in(segs, a, b):
     return sum(e - s for _, bs in segs for s, e, base, last in bs if base >= a and last < b)
 
 
-def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config_known):
+def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config_known, kafka_version=None):
     names = sorted((int(m.group(1)), n) for n in os.listdir(pdir) if (m := SEGMENT.match(n)))
     # a segment whose successor starts at or below the floor lies wholly below it: kept whole, its
     # batches never read (a log of a thousand segments is read in its last few), but for the last
     # such one, which says where the kept log ends
     segs = [(base, [] if i + 2 < len(names) and names[i + 2][0] <= floor else list(batches(os.path.join(pdir, name))))
             for i, (base, name) in enumerate(names)]
-    point = durable_point(segs, floor, topic, role, model, flush, config_known)
+    point = durable_point(segs, floor, topic, role, model, flush, config_known, kafka_version)
     durable = point["cut"]
     # byte ranges past the durable point: [(segment path, from byte, to byte)]
     unflushed, leo, keep_end = [], None, {}
@@ -347,9 +365,9 @@ def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config
     return names, segs, keep_end, leo, point
 
 
-def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, config_known):
+def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, config_known, kafka_version=None):
     names, segs, keep_end, leo_before, point = plan_partition(pdir, floor, cut_mode, rng, topic, role, model,
-                                                              flush, config_known)
+                                                              flush, config_known, kafka_version)
     report = {"dir": pdir, "topic": topic, "partition": part, "recovery_point": floor,
               "log_end_offset_before": leo_before, "truncated_bytes": 0, "deleted_segments": [],
               "truncated_segments": [], "deleted_files": [], "durable_offset": point["cut"],
@@ -546,7 +564,7 @@ def main():
                 continue
             # no checkpoint entry: nothing of this partition was known flushed when it was written
             out["partitions"].append(apply(pdir, topic, part, rp.get((topic, part), 0), cut_mode, rng, a.dry_run,
-                                           a.role, a.flush_model, flush, known))
+                                           a.role, a.flush_model, flush, known, a.kafka_version))
         for marker in list(CLEAN_MARKERS) + a.clean_marker:
             p = os.path.join(d, marker)
             if os.path.exists(p):

@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.cluster import ClusterNode
 from harness.inventory import load_inventory
 from groundwork.transport.local import LocalTransport
@@ -236,19 +238,25 @@ def test_controller_metadata_log_is_in_reach_and_keeps_what_raft_flushed(tmp_pat
         node.stop_service(9)
 
 
-def test_broker_metadata_log_in_its_log_dir_is_cut_at_its_newest_segment(tmp_path):
-    """On a broker (an observer) Kafka 3.5+ flushes the metadata log only at rolls (KAFKA-13884);
-    3.4 flushed every fetch: the rest is cut, and reported uncertain."""
+@pytest.mark.parametrize("version, leo, cut_uncertain", [(None, 8, [8, 13]), ("3.9.1", 8, None), ("3.4.0", 13, None)])
+def test_broker_metadata_log_in_its_log_dir_is_cut_at_its_newest_segment(tmp_path, version, leo, cut_uncertain):
+    """On a broker (an observer) Kafka 3.5+ flushes the metadata log only at rolls
+    (KafkaRaftClient.appendAsFollower: ``if (quorum.isVoter()) log.flush``), 3.4 after every fetch:
+    with the release known the cut is exact, at the newest segment or keeping all; unknown, it is
+    cut at the newest segment and the rest reported uncertain."""
     log_dir = tmp_path / "data"
     pdir = metadata_layout(log_dir)
     node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)})
     try:
         nem = Reboot()
         nem.setup(make_ctx(tmp_path, [node]))
-        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
-        assert log_end_offset(pdir) == 8
-        (u,) = rec.undo["detail"]["broker-1"]["page_cache_cut"]["uncertain"]
-        assert u["cut"] == [8, 13] and "KAFKA-13884" in u["why"][0]
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False,
+                        **({"kafka_version": version} if version else {}))
+        assert log_end_offset(pdir) == leo
+        unc = rec.undo["detail"]["broker-1"]["page_cache_cut"]["uncertain"]
+        assert [u.get("cut") for u in unc if u.get("cut")] == ([cut_uncertain] if cut_uncertain else [])
+        if cut_uncertain:
+            assert any("KAFKA-13884" in w for w in unc[0]["why"])
     finally:
         node.stop_service(9)
 
