@@ -173,7 +173,8 @@ def main() -> None:
     print(f"bytes the cut removed that lossyfs kept: {sum(r['cut_removed_kept'] for r in rows)} "
           f"(crashes with any: {sum(1 for r in rows if r['cut_removed_kept'])})")
     print(f"bytes the cut kept that lossyfs dropped: {sum(r['cut_kept_dropped'] for r in rows)} "
-          f"(crashes with any: {sum(1 for r in rows if r['cut_kept_dropped'])}); cut removed "
+          f"(crashes with any: {sum(1 for r in rows if r['cut_kept_dropped'])}; outside the cut's uncertain ranges: "
+          f"{sum(r['cut_kept_dropped_unflagged'] for r in rows)}); cut removed "
           f"{sum(r['cut_removed'] for r in rows)} B in all, lossyfs dropped {sum(r['lossyfs_dropped'] for r in rows)} B")
     if shares:
         print(f"files with an uncertain range: {len(shares)}; share of the file it covered: median "

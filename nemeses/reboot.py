@@ -255,8 +255,9 @@ def compare_cut(would: dict[str, Any], crashes: dict[str, dict[str, Any]]) -> di
     cut): bytes the cut removes although Kafka had fsynced them - the cut's promise is that this is
     0 (a loss it causes would be blamed on Kafka). ``cut_kept_dropped`` sums max(0, cut -
     lossyfs): bytes a real power loss takes that the cut leaves (its optimism, which the report's
-    ``uncertain.kept`` ranges should cover). ``uncertain_share``: per segment with uncertain
-    bytes, that share of the file (the cut's own ``uncertain_bytes_by_segment``)."""
+    ``uncertain.kept`` ranges should cover; ``cut_kept_dropped_unflagged``: what they do not).
+    ``uncertain_share``: per segment with uncertain bytes, that share of the file (the cut's own
+    ``uncertain_bytes_by_segment``)."""
     fsynced: dict[str, int] = {}     # absolute path -> bytes the crash kept
     sizes: dict[str, int] = {}       # absolute path -> its size at the crash, as lossyfs saw it
     gone_dirs: list[str] = []
@@ -297,6 +298,9 @@ def compare_cut(would: dict[str, Any], crashes: dict[str, dict[str, Any]]) -> di
     return {"segments": len(rows),
             "cut_removed_kept": sum(max(0, r["lossyfs_keeps"] - r["cut_keeps"]) for r in rows),
             "cut_kept_dropped": sum(max(0, r["cut_keeps"] - r["lossyfs_keeps"]) for r in rows),
+            # of those, the bytes beyond the file's uncertain range (a kept range the cut did not flag)
+            "cut_kept_dropped_unflagged": sum(max(0, r["cut_keeps"] - r["lossyfs_keeps"] - r.get("uncertain_bytes", 0))
+                                              for r in rows),
             "cut_removed": sum(r["size"] - r["cut_keeps"] for r in rows),
             "lossyfs_dropped": sum(max(0, r["size"] - r["lossyfs_keeps"]) for r in rows),
             "uncertain_share": [round(r["uncertain_bytes"] / r["size"], 4) for r in rows
