@@ -14,7 +14,8 @@ node's disk a lossyfs mount) go side by side, each its own cluster and heal ledg
 - both reboots run the truncate-unflushed cut as a dry run between the kill and the crash
   (``compare_cut``): it must never remove a byte lossyfs kept.
 - ``killed``: a run SIGKILLed (the harness only: its JVMs and lossyfs daemons live on) once its
-  disks are mounted, then `faultline heal`: no lossyfs mount and no process of the run is left.
+  disks are mounted; preflight's ``reboot`` column says lossyfs for every node of the orphaned
+  cluster; then `faultline heal`: no lossyfs mount and no process of the run is left.
 
 The pre-crash acknowledgements are told from the post-restart ones without timing: one idempotent
 producer's acknowledged offsets rise until the crash and fall back to the recovered log end after
@@ -34,6 +35,8 @@ from typing import Any, Iterator
 import pytest
 from kio.records.readers import read_batch
 
+from harness.inventory import load_inventory
+from harness.preflight import Options, preflight
 from tests.harness.clirun import faultline, force_cleanup, pids_matching, read_jsonl, spawn, wait_for
 from tests.support.kafka import releases_under_test
 
@@ -153,8 +156,11 @@ def kill_and_heal(tmp: Path, proc: subprocess.Popen) -> dict[str, Any]:
     os.kill(proc.pid, signal.SIGKILL)   # the harness alone: its cluster and mounts outlive it
     proc.wait(30)
     alive = pids_matching(str(run_dir))
+    # preflight reads the orphaned cluster as any lab: its reboot column finds the disks on lossyfs
+    report = preflight(load_inventory(run_dir / "inventory.yaml"), Options())
+    reboot = {h.name: h.checks["reboot"].summary for h in report.hosts}
     heal = faultline(["heal"], state, timeout=300)
-    return {"mounted": mounted, "alive_after_kill": alive, "heal": heal,
+    return {"mounted": mounted, "alive_after_kill": alive, "reboot_column": reboot, "heal": heal,
             "left": lossyfs_mounts_under(run_dir), "procs_left": pids_matching(str(run_dir))}
 
 
@@ -244,5 +250,7 @@ def test_heal_after_a_sigkilled_real_kafka_run_leaves_no_lossyfs_mount(runs: dic
     k = runs["killed"]
     assert len(k["mounted"]) == 2, "one lossyfs disk per node while the run was alive"
     assert k["alive_after_kill"], "the JVMs and lossyfs daemons should have outlived the harness"
+    assert sorted(k["reboot_column"]) == ["broker-1", "controller"]
+    assert all("lossyfs" in v for v in k["reboot_column"].values()), k["reboot_column"]
     assert k["heal"].returncode == 0, k["heal"].stdout + k["heal"].stderr
     assert k["left"] == [] and k["procs_left"] == []
