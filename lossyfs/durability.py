@@ -500,12 +500,18 @@ class Durability:
                 files.append({"path": rel, "size_before": size_before, "durable_size": st.durable_size,
                               "dropped_bytes": max(size_before - st.durable_size, 0),
                               "restored_bytes": st.saved_bytes()})
+            # kept: every regular file the crash left whole (nothing written since its fsync), with
+            # its size: with ``files`` the size of every file after the crash, so a reader can say
+            # which bytes survived without having seen the disk before (tests/lossyfs: offsets
+            # kept of a Kafka segment, read from its record batches)
+            kept = sorted(({"path": rel, "size": stats[ino].st_size} for ino, rel in placed.items()
+                           if ino not in self.files and stat.S_ISREG(stats[ino].st_mode)), key=lambda f: f["path"])
             self.files.clear()
             self.dirs.clear()
             files.sort(key=lambda f: f["path"])
             # removed: objects no durable name held (with their sizes); restored: durable names
             # brought back; unnamed: names taken away from objects that live on elsewhere
-            return {"files": files, "removed": removed, "restored": sorted(restored), "unnamed": moved,
+            return {"files": files, "kept": kept, "removed": removed, "restored": sorted(restored), "unnamed": moved,
                     "dropped_bytes": sum(f["dropped_bytes"] for f in files)
                     + sum(r.get("size", 0) for r in removed),
                     "seconds": round(time.monotonic() - t0, 3)}

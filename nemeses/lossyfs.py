@@ -176,11 +176,20 @@ def unmount_dead(transport: Transport) -> list[str]:
     return gone
 
 
+#: Kafka's segment files (``<20-digit base offset>.log``): the files whose kept size says which
+#: records survived a crash
+SEGMENT_SUFFIX = ".log"
+
+
 def crash_summary(report: dict[str, Any]) -> dict[str, Any]:
     """What the timeline keeps of one mount's crash: every file cut (its size before, its
-    durable size, bytes dropped, pre-image bytes written back), every path removed (with its
-    size) and every durable name restored."""
+    durable size, bytes dropped, pre-image bytes written back), every segment file left whole
+    (``kept``: path and size - with ``files``, what every segment holds after the crash, so which
+    offsets survived is read from the record batches), every path removed (with its size) and
+    every durable name restored. Other files left whole (indexes, checkpoints) are not listed:
+    a broker of many partitions has thousands."""
     return {"dropped_bytes": int(report.get("dropped_bytes") or 0), "files": report.get("files", []),
+            "kept": [f for f in report.get("kept", []) if str(f.get("path", "")).endswith(SEGMENT_SUFFIX)],
             "removed": report.get("removed", []), "restored": report.get("restored", []),
             "unnamed": report.get("unnamed", [])}
 

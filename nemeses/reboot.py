@@ -54,6 +54,7 @@ from the ledger - starts every target that is not running, exactly as a normal h
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 import signal
 import subprocess
@@ -66,7 +67,7 @@ from nemeses.hostinfo import KRAFTSIM, fault_dirs, flush_config, implementation,
 from nemeses import lossyfs
 from nemeses.scripts import script_text
 
-MODES = ("truncate-unflushed", "lossyfs", "lazyfs", "sysrq")
+MODES = ("truncate-unflushed", "lossyfs", "auto", "lazyfs", "sysrq")
 
 
 def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
@@ -82,15 +83,17 @@ def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
 def truncate_unflushed(node: Node, dirs: list[str], cut: str = "durable", seed: int = 0,
                        extra_markers: list[str] | None = None, *, flush_model: str = "kafka",
                        config: dict[str, str] | None = None, config_known: bool = True,
-                       kafka_version: str | None = None) -> dict[str, Any]:
+                       kafka_version: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Run the cut on the host; returns its JSON report (raises with its one error line).
 
     ``flush_model``: ``checkpoint`` where the checkpoint is current (kraftsim), ``kafka`` for
     Apache Kafka's flush paths; ``config``: the broker's ``log.flush.*`` settings;
     ``kafka_version``: the broker's release where known (Kafka 3.7.x leaves truncations'
-    leader-epoch checkpoints un-fsynced)."""
+    leader-epoch checkpoints un-fsynced); ``dry_run``: report what it would cut, change nothing."""
     argv = ["python3", "-", "--cut", cut, "--seed", str(seed), "--flush-model", flush_model,
             "--role", "controller" if node.role == "controller" else "broker"]
+    if dry_run:
+        argv.append("--dry-run")
     if kafka_version:
         argv += ["--kafka-version", kafka_version]
     for d in dirs:
@@ -167,14 +170,16 @@ def cut_note(detail: dict[str, Any]) -> str:
 
 def lossyfs_note(host: str, d: dict[str, Any], most: int = 8) -> str:
     """One host's lossyfs crash in a line: bytes dropped, and the files and names it touched
-    (the first ``most`` files by bytes dropped; the note's detail has them all)."""
+    (the first ``most`` files, segments first, by bytes dropped; the note's detail has them all)."""
     crashes = d.get("lossyfs") or {}
     files = [f for c in crashes.values() for f in c.get("files", [])]
     removed = [r for c in crashes.values() for r in c.get("removed", [])]
     restored = [r for c in crashes.values() for r in c.get("restored", [])]
     txt = f"{host}: lossyfs crash dropped {d.get('dropped_bytes', 0)} bytes"
+    # segments first: an index's preallocated size (RandomAccessFile.setLength, 10 MiB of holes)
+    # dropped says less than a segment's records dropped
     cut = sorted((f for f in files if f.get("dropped_bytes") or f.get("restored_bytes")),
-                 key=lambda f: (-int(f.get("dropped_bytes") or 0), f["path"]))
+                 key=lambda f: (not f["path"].endswith(lossyfs.SEGMENT_SUFFIX), -int(f.get("dropped_bytes") or 0), f["path"]))
     if cut:
         txt += " (" + ", ".join(f"{f['path']} {f['size_before']}->{f['durable_size']}"
                                 + (f" +{f['restored_bytes']} restored" if f.get("restored_bytes") else "")
@@ -183,6 +188,11 @@ def lossyfs_note(host: str, d: dict[str, Any], most: int = 8) -> str:
         txt += f"; {len(removed)} path{'s' if len(removed) != 1 else ''} removed"
     if restored:
         txt += f"; {len(restored)} name{'s' if len(restored) != 1 else ''} restored"
+    cmp = d.get("cut_compared")
+    if cmp:
+        txt += (f"; the truncate-unflushed cut would have removed {cmp['cut_removed']} bytes of "
+                f"{cmp['segments']} segments ({cmp['cut_removed_kept']} of them fsynced, "
+                f"{cmp['cut_kept_dropped']} lost bytes kept)")
     return txt
 
 
@@ -212,6 +222,94 @@ def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+#: the mode a reboot without ``params.mode`` gets
+DEFAULT_MODE = "truncate-unflushed"
+
+
+def auto_mode(node: Node, params: dict[str, Any]) -> str:
+    """``mode: auto``: ``lossyfs`` where every one of the node's dirs (hostinfo.fault_dirs) is on a
+    lossyfs mount, ``truncate-unflushed`` where none is. Why: one campaign means the same power
+    loss on every target - exact where the disk can say what was fsynced (real Kafka's embedded
+    disks), Kafka's flush model where it cannot (kraftsim, a lab's plain disks). A node with some
+    dirs on lossyfs and some not is refused (one line): neither mode is the whole crash."""
+    dirs = fault_dirs(node, params)
+    found = lossyfs.mounts(node.transport)
+    on = [d for d in dirs if lossyfs.covering(found, d) is not None]
+    if not on:
+        return "truncate-unflushed"
+    if len(on) == len(dirs):
+        return "lossyfs"
+    off = [d for d in dirs if d not in on]
+    raise ValueError(f"{node.name}: mode auto: {', '.join(on)} on lossyfs but {', '.join(off)} not "
+                     "(put every log dir on lossyfs, or give mode: truncate-unflushed)")
+
+
+def compare_cut(would: dict[str, Any], crashes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The truncate-unflushed cut (``would``: its dry-run report, against the files as the killed
+    broker left them) beside the lossyfs crash of the same files (``crashes``: crash_summary per
+    mountpoint), segment file by segment file.
+
+    Per segment: ``size`` at the crash, ``cut_keeps`` (bytes the cut would have left),
+    ``lossyfs_keeps`` (bytes that were fsynced: the durable size, the whole file when the crash
+    left it whole, 0 when its name was not durable). ``cut_removed_kept`` sums max(0, lossyfs -
+    cut): bytes the cut removes although Kafka had fsynced them - the cut's promise is that this is
+    0 (a loss it causes would be blamed on Kafka). ``cut_kept_dropped`` sums max(0, cut -
+    lossyfs): bytes a real power loss takes that the cut leaves (its optimism, which the report's
+    ``uncertain.kept`` ranges should cover; ``cut_kept_dropped_unflagged``: what they do not).
+    ``uncertain_share``: per segment with uncertain bytes, that share of the file (the cut's own
+    ``uncertain_bytes_by_segment``)."""
+    fsynced: dict[str, int] = {}     # absolute path -> bytes the crash kept
+    sizes: dict[str, int] = {}       # absolute path -> its size at the crash, as lossyfs saw it
+    gone_dirs: list[str] = []
+    for mp, c in crashes.items():
+        for f in c.get("files", []):
+            path = posixpath.join(mp, f["path"])
+            fsynced[path], sizes[path] = int(f["durable_size"]), int(f["size_before"])
+        for f in c.get("kept", []):
+            path = posixpath.join(mp, f["path"])
+            fsynced[path] = sizes[path] = int(f["size"])
+        for r in c.get("removed", []):
+            path = posixpath.join(mp, r["path"])
+            if r.get("dir"):
+                gone_dirs.append(path.rstrip("/") + "/")
+            else:
+                fsynced[path] = 0
+                if "size" in r:
+                    sizes[path] = int(r["size"])
+    rows, unknown, mismatched = [], [], []
+    for p in would.get("partitions", []):
+        cut = {t["segment"]: int(t["to_bytes"]) for t in p.get("truncated_segments", [])}
+        cut.update({name: 0 for name in p.get("deleted_segments", [])})
+        share = p.get("uncertain_bytes_by_segment") or {}
+        for name, size in sorted((p.get("segment_sizes") or {}).items()):
+            path = posixpath.join(p["dir"], name)
+            if path in fsynced:
+                kept = fsynced[path]
+            elif any(path.startswith(d) for d in gone_dirs):
+                kept = 0
+            else:
+                unknown.append(path)     # neither cut, kept nor removed: lossyfs did not see it
+                continue
+            if path in sizes and sizes[path] != size:
+                mismatched.append(f"{path}: {size} bytes for the cut, {sizes[path]} for lossyfs")
+            rows.append({"topic": p["topic"], "partition": p["partition"], "segment": name, "size": int(size),
+                         "cut_keeps": cut.get(name, int(size)), "lossyfs_keeps": kept,
+                         **({"uncertain_bytes": int(share[name])} if name in share else {})})
+    return {"segments": len(rows),
+            "cut_removed_kept": sum(max(0, r["lossyfs_keeps"] - r["cut_keeps"]) for r in rows),
+            "cut_kept_dropped": sum(max(0, r["cut_keeps"] - r["lossyfs_keeps"]) for r in rows),
+            # of those, the bytes beyond the file's uncertain range (a kept range the cut did not flag)
+            "cut_kept_dropped_unflagged": sum(max(0, r["cut_keeps"] - r["lossyfs_keeps"] - r.get("uncertain_bytes", 0))
+                                              for r in rows),
+            "cut_removed": sum(r["size"] - r["cut_keeps"] for r in rows),
+            "lossyfs_dropped": sum(max(0, r["size"] - r["lossyfs_keeps"]) for r in rows),
+            "uncertain_share": [round(r["uncertain_bytes"] / r["size"], 4) for r in rows
+                                if r.get("uncertain_bytes") and r["size"]],
+            # the segments either removed something from, each with both sides' figures
+            "touched": [r for r in rows if r["cut_keeps"] < r["size"] or r["lossyfs_keeps"] < r["size"]],
+            "unknown": unknown, "size_mismatch": mismatched}
+
+
 @register
 class Reboot(Nemesis):
     name = "reboot"
@@ -220,7 +318,7 @@ class Reboot(Nemesis):
                    "(truncate-unflushed | lossyfs | lazyfs | sysrq)")
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
-        mode = params.get("mode", "truncate-unflushed")
+        mode = params.get("mode", DEFAULT_MODE)
         if mode not in MODES:
             raise ValueError(f"reboot: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode == "lazyfs" and not params.get("fifo"):
@@ -254,8 +352,11 @@ class Reboot(Nemesis):
         self.update(record)
 
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
+        if mode == "auto":
+            resolved = auto_mode(node, params)
+            return {**self._crash(node, resolved, seed, params, record), "requested": "auto"}
         if mode == "lossyfs":
-            return self._crash_lossyfs(node, params, record)
+            return self._crash_lossyfs(node, seed, params, record)
         dirs = fault_dirs(node, params) if mode != "lazyfs" else []
         model = "checkpoint" if implementation(node) == KRAFTSIM else "kafka"
         # the running broker names its config: read it before the crash takes the process away
@@ -291,14 +392,32 @@ class Reboot(Nemesis):
         report = cut_now()
         return {"mode": mode, "killed": killed, "flush_config_source": source, **summarise(report)}
 
-    def _crash_lossyfs(self, node: Node, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
-        """SIGKILL, wait until gone, crash each lossyfs mount under the node's dirs."""
-        mounts = lossyfs.mounts_under(node.transport, fault_dirs(node, params), node.name)
+    def _crash_lossyfs(self, node: Node, seed: int, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
+        """SIGKILL, wait until gone, crash each lossyfs mount under the node's dirs.
+
+        ``compare_cut: true``: between the kill and the crash, run the truncate-unflushed cut as a
+        dry run against the same files (the broker's flush settings read before the kill, as that
+        mode does), and put beside the crash what it would have cut (:func:`compare_cut`): the
+        flush model checked against what Kafka really fsynced."""
+        dirs = fault_dirs(node, params)
+        mounts = lossyfs.mounts_under(node.transport, dirs, node.name)
+        compare = bool(params.get("compare_cut"))
+        model = "checkpoint" if implementation(node) == KRAFTSIM else "kafka"
+        config, source = flush_config(node, params) if compare and model == "kafka" else ({}, None)
         killed = kill_broker(node)
         self._down(record, node, killed)
+        would = None
+        if compare:
+            would = truncate_unflushed(node, dirs, params.get("cut", "durable"), seed, params.get("clean_markers"),
+                                       flush_model=model, config=config, config_known=source is not None or model != "kafka",
+                                       kafka_version=kafka_version(node, params) if model == "kafka" else None,
+                                       dry_run=True)
         crashes = {m.mountpoint: lossyfs.crash_summary(lossyfs.crash(node.transport, m)) for m in mounts}
-        return {"mode": "lossyfs", "killed": killed, "lossyfs": crashes,
-                "dropped_bytes": sum(c["dropped_bytes"] for c in crashes.values())}
+        out = {"mode": "lossyfs", "killed": killed, "lossyfs": crashes,
+               "dropped_bytes": sum(c["dropped_bytes"] for c in crashes.values())}
+        if would is not None:
+            out["cut_compared"] = compare_cut(would, crashes)
+        return out
 
     def _kill_host(self, node: Node, timeout: float) -> list[int]:
         """Emulated host crash: every process of the node's namespace, or of its container

@@ -31,8 +31,10 @@ task → checkpointLogRecoveryOffsets) and after truncations, but fsyncs far mor
   roll, the previous segment may still have been in the page cache (kept, reported uncertain);
 - every ``log.flush.interval.messages`` offsets: ``UnifiedLog.append`` → ``flush(false)`` when
   ``localLog.unflushedMessages >= config.flushInterval`` (synchronously, leader and follower
-  appends alike). The point is simulated batch by batch from the checkpoint; which batches one
-  append carried is not on disk, so the range from one interval below the log end is uncertain;
+  appends alike). A leader's append is one batch (ProduceRequest.validateRecords), a follower's
+  every batch of one fetch (UnifiedLog.appendAsFollower), and which batches one append carried is
+  not on disk: the cut keeps up to the highest point a flush may have reached (max_flush_point),
+  the range from one interval below the log end is uncertain (kept);
 - ``log.flush.interval.ms``: LogManager's ``kafka-log-flusher`` (``flushDirtyLogs``, first after
   ``log.initial.task.delay.ms``, then every ``log.flush.scheduler.interval.ms``) flushes a log
   last flushed that long ago. When it last ran is not on disk: every cut byte is uncertain;
@@ -96,6 +98,7 @@ Prints one JSON object: {"partitions": [...], "markers_removed": [...], "checkpo
 exit 2 with one line on bad input (missing log dir, unreadable checkpoint, bad --config).
 """
 import argparse
+import heapq
 import json
 import os
 import random
@@ -128,10 +131,12 @@ def read_checkpoint(path):
         return {}
     with open(path) as fh:
         lines = [l.strip() for l in fh if l.strip()]
-    if not lines:
-        # Kafka creates each checkpoint file empty (CheckpointFile's constructor: Files.createFile)
-        # and reads an empty one as no entries (CheckpointReadBuffer.read); a freshly formatted
-        # node's recovery-point file stays empty until its first checkpoint, 60 s in
+    if len(lines) < 2:
+        # Kafka's CheckpointFile constructor creates the file empty (Files.createFile) and its
+        # CheckpointReadBuffer.read takes no line, or a version alone, as no entries: a broker
+        # killed before its first checkpoint write (log.initial.task.delay.ms) leaves it so
+        if lines and lines[0] != "0":
+            fail(f"{path}: checkpoint version {lines[0]}, want 0")
         return {}
     try:
         version, count = int(lines[0]), int(lines[1])
@@ -146,14 +151,24 @@ def read_checkpoint(path):
     return out
 
 
+WINDOW = 1 << 20
+
+
 def batches(path):
-    """(start byte, end byte, base offset, last offset) of each complete batch in a segment."""
+    """(start byte, end byte, base offset, last offset) of each complete batch in a segment.
+
+    Headers are read from a window of the file (1 MiB) rather than one read each: small batches
+    are thousands to a megabyte, and on a FUSE mount (lossyfs) every read is a round trip."""
     size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        pos = 0
+    with open(path, "rb", buffering=0) as fh:
+        pos, win_at, win = 0, 0, b""
         while pos + 27 <= size:
-            fh.seek(pos)
-            head = fh.read(27)
+            if pos < win_at or pos + 27 > win_at + len(win):
+                fh.seek(pos)
+                win_at, win = pos, fh.read(WINDOW)
+            head = win[pos - win_at:pos - win_at + 27]
+            if len(head) < 27:
+                break
             base, length = struct.unpack(">qi", head[:12])
             last_delta = struct.unpack(">i", head[23:27])[0]
             end = pos + 12 + length
@@ -180,7 +195,13 @@ def flush_settings(pairs):
             "ms": raw.get("log.flush.interval.ms", sched), "scheduler_ms": sched}
 
 
-def durable_point(segs, floor, topic, role, model, flush, config_known):
+def release(version):
+    """(major, minor) of a Kafka release string, or None."""
+    m = re.match(r"^(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def durable_point(segs, floor, topic, role, model, flush, config_known, kafka_version=None):
     """Where the power loss cuts this partition, and what is uncertain about it.
 
     ``segs``: [(base offset, [(start, end, base, last), ...])] in offset order. Returns
@@ -199,12 +220,24 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
             return {"cut": leo, "by": "raft-flush", "lo": min(last_base, leo), "hi": leo,
                     "why": ["KafkaRaftClient flushes the metadata log after every append; the append in "
                             "flight at the crash may not have reached the disk (kept)"]}
+        rel = release(kafka_version)
+        if rel is not None and rel < (3, 5):
+            # KafkaRaftClient.appendAsFollower (3.4): log.flush(false) after every fetch, observer or voter
+            last_base = all_b[-1][2] if all_b else leo
+            return {"cut": leo, "by": "raft-flush", "lo": min(last_base, leo), "hi": leo,
+                    "why": [f"Kafka {kafka_version} flushes an observer's metadata log after every fetch "
+                            "(KafkaRaftClient.appendAsFollower); the append in flight may not have reached the disk (kept)"]}
         cut = newest
         lo = older if older is not None and newest > 0 else newest
-        if leo > cut:
+        if lo < cut:
+            why.append("the last roll's flush (UnifiedLog.roll -> scheduleOnce flush-log) is "
+                       "asynchronous; it may not have run before the crash (kept)")
+        if rel is None and leo > cut:
             why.append("an observer's metadata log is flushed after every fetch by Kafka 3.4 "
-                       "(KafkaRaftClient.appendAsFollower), only at segment rolls by 3.5+ (KAFKA-13884)")
-        return {"cut": cut, "by": "segment-roll", "lo": min(lo, cut), "hi": leo, "why": why}
+                       "(KafkaRaftClient.appendAsFollower), only at segment rolls by 3.5+ (KAFKA-13884); "
+                       "the broker's release is not known")
+        # 3.5+: appendAsFollower flushes only where quorum.isVoter(); a broker is an observer
+        return {"cut": cut, "by": "segment-roll", "lo": min(lo, cut), "hi": leo if rel is None else cut, "why": why}
     cut, by = floor, "checkpoint"
     lo = floor
     if newest > cut:
@@ -217,6 +250,8 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
     hi = cut
     n = flush["messages"]
     if n < NEVER and all_b:
+        # a leader appends one batch per produce request (ProduceRequest.validateRecords: v3+
+        # carries exactly one batch per partition), so batch by batch is how it flushed
         rp = floor
         for seg_base, bs in segs:
             if seg_base > rp:
@@ -226,17 +261,19 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
                     continue
                 if last + 1 - rp >= n:
                     rp = last + 1   # UnifiedLog.append: unflushedMessages >= flushInterval -> flush
-        if rp > cut:
-            cut, by = rp, "log.flush.interval.messages"
+        # a follower appends a fetch's batches at once (UnifiedLog.appendAsFollower), so it may
+        # have flushed past that point: the cut keeps all it may have flushed, never more
+        top = max_flush_point(segs, floor, n)
+        if top > cut:
+            cut, by = top, "log.flush.interval.messages"
         # RP > (end of the last completed append) - n: certain only from one interval below the
-        # last batch; the last flush may have reached the log end
+        # last batch
         last_base = all_b[-1][2]
         ends = [b[3] + 1 for b in all_b if b[3] + 1 >= last_base - n + 1]
         lo_msgs = max(floor, min(ends) if ends else leo)
         lo = max(lo, min(lo_msgs, cut))
-        hi = leo
-        why.append(f"log.flush.interval.messages={n}: which offsets the last flush reached depends on "
-                   "how appends grouped the batches")
+        why.append(f"log.flush.interval.messages={n}: a leader (one batch an append) flushed last at {max(rp, floor)}, "
+                   f"a follower (a fetch's batches an append) may have flushed up to {top}; kept up to {cut}")
     if flush["ms"] < NEVER:
         hi = leo
         why.append(f"log.flush.interval.ms={flush['ms']} (flusher every {flush['scheduler_ms']} ms): "
@@ -247,15 +284,59 @@ def durable_point(segs, floor, topic, role, model, flush, config_known):
     return {"cut": cut, "by": by, "lo": min(lo, cut), "hi": max(hi, cut), "why": why}
 
 
+def max_flush_point(segs, floor, n):
+    """The highest offset ``log.flush.interval.messages`` = ``n`` may have made Kafka flush to.
+
+    UnifiedLog.append flushes when, after an append, ``logEndOffset - recoveryPoint >= n``; an
+    append lies in one segment (maybeRoll comes first) and ends at a batch end, and a follower's
+    append holds every batch of one fetch, so any batch end past the first that crosses the
+    threshold, up to the end of that batch's segment, may be where one ended and flushed. The
+    recovery point starts at the checkpoint's ``floor`` and also moves to each new segment's base
+    when its roll's ``flush-log`` runs. Every point reachable so is a possible recovery point; the
+    highest of them (``floor`` if none) bounds what Kafka may have fsynced."""
+    ends, seg_of = [], []
+    for si, (_, bs) in enumerate(segs):
+        for _, _, _, last in bs:
+            if last + 1 > floor:
+                ends.append(last + 1)
+                seg_of.append(si)
+    seg_last = {}
+    for i, si in enumerate(seg_of):
+        seg_last[si] = i
+    points = [floor] + [base for base, _ in segs if base > floor]
+    heapq.heapify(points)
+    reach_from, seen, hi, j = {}, set(), floor, 0
+    while points:
+        r = heapq.heappop(points)       # in increasing order, so the crossing below only moves on
+        if r in seen:
+            continue
+        seen.add(r)
+        hi = max(hi, r)
+        while j < len(ends) and ends[j] - r < n:
+            j += 1
+        if j == len(ends):
+            continue
+        m = reach_from.get(seg_of[j])
+        if m is None or j < m:
+            for k in range(j, (seg_last[seg_of[j]] if m is None else m - 1) + 1):
+                heapq.heappush(points, ends[k])
+            reach_from[seg_of[j]] = j
+    return hi
+
+
 def bytes_in(segs, a, b):
     """Bytes of the batches lying in offsets [a, b)."""
     return sum(e - s for _, bs in segs for s, e, base, last in bs if base >= a and last < b)
 
 
-def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config_known):
+def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config_known, kafka_version=None):
     names = sorted((int(m.group(1)), n) for n in os.listdir(pdir) if (m := SEGMENT.match(n)))
-    segs = [(base, list(batches(os.path.join(pdir, name)))) for base, name in names]
-    point = durable_point(segs, floor, topic, role, model, flush, config_known)
+    # a segment whose successor starts at or below the floor lies wholly below it: kept whole, its
+    # batches never read (a log of a thousand segments is read in its last few), but for the last
+    # such one, which says where the kept log ends
+    segs = [(base, [] if i + 2 < len(names) and names[i + 2][0] <= floor else list(batches(os.path.join(pdir, name))))
+            for i, (base, name) in enumerate(names)]
+    point = durable_point(segs, floor, topic, role, model, flush, config_known, kafka_version)
     durable = point["cut"]
     # byte ranges past the durable point: [(segment path, from byte, to byte)]
     unflushed, leo, keep_end = [], None, {}
@@ -284,18 +365,19 @@ def plan_partition(pdir, floor, cut_mode, rng, topic, role, model, flush, config
     return names, segs, keep_end, leo, point
 
 
-def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, config_known):
+def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, config_known, kafka_version=None):
     names, segs, keep_end, leo_before, point = plan_partition(pdir, floor, cut_mode, rng, topic, role, model,
-                                                              flush, config_known)
+                                                              flush, config_known, kafka_version)
     report = {"dir": pdir, "topic": topic, "partition": part, "recovery_point": floor,
               "log_end_offset_before": leo_before, "truncated_bytes": 0, "deleted_segments": [],
               "truncated_segments": [], "deleted_files": [], "durable_offset": point["cut"],
               "durable_by": point["by"]}
+    sizes_before = {name: os.path.getsize(os.path.join(pdir, name)) for _, name in names}
     first_lost, kept_leo = None, None
-    for base, name in names:
+    for (base, name), (_, bs) in zip(names, segs):
         path = os.path.join(pdir, name)
         size, end = os.path.getsize(path), keep_end[path]
-        for start, bend, b, last in batches(path):
+        for start, bend, b, last in bs:
             if bend <= end:
                 kept_leo = last + 1
             elif first_lost is None:
@@ -333,6 +415,16 @@ def apply(pdir, topic, part, floor, cut_mode, rng, dry_run, role, model, flush, 
         unc["kept"] = [point["lo"], top]
         unc["kept_bytes"] = bytes_in(segs, point["lo"], top)
     report["uncertain"] = {**unc, "why": point["why"]} if unc else None
+    # per segment file: its size, and the bytes of it in the uncertain ranges (a comparison with
+    # what the disk really kept - reboot compare_cut - is made file by file)
+    report["segment_sizes"] = sizes_before
+    ranges = [tuple(unc[k]) for k in ("cut", "kept") if k in unc]
+    by_seg = {}
+    for (_, name), (_, bs) in zip(names, segs):
+        n = sum(e - s for s, e, base, last in bs for a, b in ranges if base >= a and last < b)
+        if n:
+            by_seg[name] = n
+    report["uncertain_bytes_by_segment"] = by_seg
     return report
 
 
@@ -472,7 +564,7 @@ def main():
                 continue
             # no checkpoint entry: nothing of this partition was known flushed when it was written
             out["partitions"].append(apply(pdir, topic, part, rp.get((topic, part), 0), cut_mode, rng, a.dry_run,
-                                           a.role, a.flush_model, flush, known))
+                                           a.role, a.flush_model, flush, known, a.kafka_version))
         for marker in list(CLEAN_MARKERS) + a.clean_marker:
             p = os.path.join(d, marker)
             if os.path.exists(p):

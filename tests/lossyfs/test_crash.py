@@ -20,6 +20,7 @@ from tests.lossyfs.conftest import (Mount, child_until, fsync_dir, lossyfs, moun
 def test_write_fsync_write_keeps_exactly_the_synced_bytes(lfs: Mount) -> None:
     f = lfs.mnt / "00000000000000000000.log"
     write_file(f, b"A" * 5000, fsync=True)
+    write_file(lfs.mnt / "older.log", b"C" * 700, fsync=True)   # untouched since its fsync: kept whole
     fsync_dir(lfs.mnt)
     write_file(f, b"B" * 3000)            # acknowledged from the page cache, never fsynced
     assert f.read_bytes() == b"A" * 5000 + b"B" * 3000
@@ -30,6 +31,7 @@ def test_write_fsync_write_keeps_exactly_the_synced_bytes(lfs: Mount) -> None:
     assert report["files"] == [{"path": f.name, "size_before": 8000, "durable_size": 5000,
                                 "dropped_bytes": 3000, "restored_bytes": 0}]
     assert report["dropped_bytes"] == 3000 and report["removed"] == []
+    assert report["kept"] == [{"path": "older.log", "size": 700}]   # with files: every file's size after it
     assert lfs.status()["files"] == []    # after the crash all that is left is durable
 
 

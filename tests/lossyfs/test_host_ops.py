@@ -19,6 +19,7 @@ from groundwork.transport.local import LocalTransport
 from harness.heal import heal_all
 from nemeses import lossyfs
 from nemeses.active import ActiveFaults, FaultFailed
+from nemeses.reboot import Reboot  # noqa: F401 - registers the reboot nemesis for ActiveFaults
 from tests.lossyfs.conftest import ROOT, Mount, lossyfs as lossyfs_cli, mounted, start_mount, unmount_hard
 from tests.nemeses.nodes import TestNode, make_ctx
 
@@ -147,3 +148,79 @@ def test_a_bad_control_path_is_refused(tmp_path: Path) -> None:
                         "--control", str(tmp_path / "a,b.sock")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no commas" in r.stderr
     assert not mounted(tmp_path / "m")
+
+
+def kafka_layout_on(mnt: Path) -> Path:
+    """A broker's log dir on the mount as Kafka leaves it between two flushes: orders-0 with
+    segments 0 and 15 fsynced at their rolls (and the partition dir, by the roll's flush), the
+    newest, 25, appended since; the recovery-point checkpoint not yet written (empty, as Kafka's
+    CheckpointFile constructor creates it)."""
+    from tests.lossyfs.conftest import fsync_dir
+    from tests.nemeses.segments import write_partition
+
+    data = mnt / "data"
+    data.mkdir()
+    pdir = write_partition(data, "orders", 0, {0: [(0, 5), (5, 5), (10, 5)], 15: [(15, 5), (20, 5)],
+                                                25: [(25, 5), (30, 5)]})
+    (data / "recovery-point-offset-checkpoint").write_bytes(b"")
+    for seg in ("00000000000000000000.log", "00000000000000000015.log"):
+        fd = os.open(pdir / seg, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    fsync_dir(pdir)
+    fsync_dir(data)
+    fsync_dir(mnt)
+    return pdir
+
+
+@pytest.mark.parametrize("flushed_newest", [False, True])
+def test_reboot_auto_on_lossyfs_compares_the_cut_with_what_was_fsynced(tmp_path: Path, flushed_newest: bool) -> None:
+    """``mode: auto`` is lossyfs on a node whose dirs are on lossyfs; ``compare_cut`` sets the
+    truncate-unflushed cut's dry run beside the crash, segment by segment. Known-bad control:
+    when the newest segment was fsynced by something the cut does not know of (a topic's
+    flush.messages not given to it), the cut removes bytes lossyfs kept, and the count says so."""
+    m = start_mount(tmp_path)
+    node = TestNode("b1", "broker", 1, "127.0.0.1", command=["sleep", "300"], pid_file=str(tmp_path / "b1.pid"))
+    try:
+        pdir = kafka_layout_on(m.mnt)
+        newest = pdir / "00000000000000000025.log"
+        if flushed_newest:
+            fd = os.open(newest, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        size = newest.stat().st_size
+        node.log_dirs = [str(m.mnt / "data")]
+        node.start_service()
+        ctx = make_ctx(tmp_path, [node])
+        rec = ActiveFaults(ctx).start("reboot", ["b1"], {"mode": "auto", "compare_cut": True, "restart": False,
+                                                          "kafka_config": {"log.flush.interval.messages": 2 ** 63 - 1}})
+        d = rec.record.undo["detail"]["b1"]
+        assert d["mode"] == "lossyfs" and d["requested"] == "auto"
+        cmp = d["cut_compared"]
+        assert cmp["segments"] == 3 and cmp["unknown"] == [] and cmp["size_mismatch"] == []
+        assert cmp["cut_removed"] == size                 # the cut takes the newest segment
+        assert cmp["cut_removed_kept"] == (size if flushed_newest else 0)
+        assert cmp["lossyfs_dropped"] == (0 if flushed_newest else size)
+        assert cmp["cut_kept_dropped"] == 0
+        assert "the truncate-unflushed cut would have removed" in (tmp_path / "timeline.jsonl").read_text()
+    finally:
+        node.stop_service(signal.SIGKILL)
+        unmount_hard(m.mnt, m.pid)
+
+
+def test_reboot_auto_without_lossyfs_is_the_page_cache_cut(tmp_path: Path) -> None:
+    """kraftsim's and a lab's plain disks: ``auto`` is ``truncate-unflushed``, as before."""
+    from tests.nemeses.segments import write_partition
+
+    data = tmp_path / "data"
+    write_partition(data, "orders", 0, {0: [(0, 5)], 5: [(5, 5)]})
+    node = TestNode("b1", "broker", 1, "127.0.0.1", command=["sleep", "300"], pid_file=str(tmp_path / "b1.pid"))
+    node.log_dirs = [str(data)]
+    node.start_service()
+    try:
+        rec = ActiveFaults(make_ctx(tmp_path, [node])).start("reboot", ["b1"], {"mode": "auto", "restart": False})
+        d = rec.record.undo["detail"]["b1"]
+        assert d["mode"] == "truncate-unflushed" and d["requested"] == "auto"
+        assert d["partitions"]["orders-0"]["expected_log_end_offset"] == 5   # cut at the newest segment
+    finally:
+        node.stop_service(signal.SIGKILL)

@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.cluster import ClusterNode
 from harness.inventory import load_inventory
 from groundwork.transport.local import LocalTransport
@@ -92,31 +94,53 @@ def test_cut_after_a_roll_and_before_the_checkpoint_keeps_the_rolled_segments(tm
         node.stop_service(9)
 
 
-def test_flush_interval_messages_from_the_brokers_override_moves_the_cut(tmp_path):
-    """log.flush.interval.messages=7 given as ``--override``: UnifiedLog.append flushed at 10 and
-    at 20 (10 - 0 >= 7, 20 - 10 >= 7), not at 25 (25 - 20 < 7); no checkpoint entry was written."""
-    log_dir = tmp_path / "data"
-    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
-    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
+def cut_with_flush_messages(tmp: Path, segments: dict[int, list[tuple[int, int]]],
+                            checkpoint: int | None = None) -> tuple[Path, dict]:
+    """The cut of partition m-0 on a broker run with ``--override log.flush.interval.messages=7``:
+    the partition dir after it and the reboot's detail for the broker."""
+    log_dir = tmp / "data"
+    pdir = write_partition(log_dir, "m", 0, segments)
+    if checkpoint is not None:
+        write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("m", 0): checkpoint})
+    node = kafka_like(tmp, "broker-1", "broker", 1, {"log.dirs": str(log_dir)},
                       overrides={"log.flush.interval.messages": "7"})
     node.log_dirs = [str(log_dir)]
     try:
         nem = Reboot()
-        nem.setup(make_ctx(tmp_path, [node]))
+        nem.setup(make_ctx(tmp, [node]))
         rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
-        assert log_end_offset(pdir) == 20
-        d = rec.undo["detail"]["broker-1"]
-        assert d["page_cache_cut"]["flush"]["messages"] == 7 and d["flush_config_source"].endswith("--override")
-        part = d["partitions"]["m-0"]
-        assert part["durable_by"] == "log.flush.interval.messages" and part["recovery_point"] == 0
-        (u,) = d["page_cache_cut"]["uncertain"]
-        # which offsets the last flush reached depends on how appends grouped batches: the cut side
-        # runs to the log end, the kept side down to one interval below the last batch
-        assert u["cut"] == [20, 25] and u["kept"] == [15, 20]
-        assert u["cut_bytes"] == len(batch_bytes(20, 5)) and "log.flush.interval.messages=7" in u["why"][0]
-        assert "bytes cut that Kafka may have fsynced" in note_of(tmp_path)["text"]
+        return pdir, rec.undo["detail"]["broker-1"]
     finally:
         node.stop_service(9)
+
+
+def test_flush_interval_messages_from_the_brokers_override_moves_the_cut(tmp_path):
+    """log.flush.interval.messages=7 given as ``--override``; no checkpoint entry was written. A
+    leader (one batch an append) flushed at 10 and 20; a follower appends a fetch's batches at
+    once (UnifiedLog.appendAsFollower), so [10, 25) may have been one append, flushed at 25: the
+    cut keeps all of it (never a byte Kafka may have fsynced), the kept side uncertain from one
+    interval below the last batch."""
+    pdir, d = cut_with_flush_messages(tmp_path, {0: [(0, 5), (5, 5), (10, 5), (15, 5), (20, 5)]})
+    assert log_end_offset(pdir) == 25
+    assert d["page_cache_cut"]["flush"]["messages"] == 7 and d["flush_config_source"].endswith("--override")
+    part = d["partitions"]["m-0"]
+    assert part["durable_by"] == "log.flush.interval.messages" and part["recovery_point"] == 0
+    (u,) = d["page_cache_cut"]["uncertain"]
+    assert "cut" not in u and u["kept"] == [15, 25]
+    assert "leader (one batch an append) flushed last at 20" in u["why"][0]
+    assert "follower (a fetch's batches an append) may have flushed up to 25" in u["why"][0]
+
+
+def test_flush_interval_messages_cuts_only_what_no_flush_can_have_reached(tmp_path):
+    """Checkpoint 10, segments rolled at 10 and 20, log.flush.interval.messages=7: from the
+    recovery point 10 a flush can reach 20 at most within its segment (an append lies in one
+    segment); the roll's flush reaches 20 too; past 20 lie 3 offsets, fewer than 7 above any
+    possible recovery point: cut, exactly."""
+    pdir, d = cut_with_flush_messages(tmp_path, {0: [(0, 5), (5, 5)], 10: [(10, 5), (15, 5)], 20: [(20, 3)]},
+                                      checkpoint=10)
+    assert log_end_offset(pdir) == 20
+    part = d["partitions"]["m-0"]
+    assert part["expected_log_end_offset"] == 20 and part["truncated_bytes"] == len(batch_bytes(20, 3))
 
 
 def test_inventory_kafka_config_is_read_on_the_host(tmp_path):
@@ -214,19 +238,25 @@ def test_controller_metadata_log_is_in_reach_and_keeps_what_raft_flushed(tmp_pat
         node.stop_service(9)
 
 
-def test_broker_metadata_log_in_its_log_dir_is_cut_at_its_newest_segment(tmp_path):
-    """On a broker (an observer) Kafka 3.5+ flushes the metadata log only at rolls (KAFKA-13884);
-    3.4 flushed every fetch: the rest is cut, and reported uncertain."""
+@pytest.mark.parametrize("version, leo, cut_uncertain", [(None, 8, [8, 13]), ("3.9.1", 8, None), ("3.4.0", 13, None)])
+def test_broker_metadata_log_in_its_log_dir_is_cut_at_its_newest_segment(tmp_path, version, leo, cut_uncertain):
+    """On a broker (an observer) Kafka 3.5+ flushes the metadata log only at rolls
+    (KafkaRaftClient.appendAsFollower: ``if (quorum.isVoter()) log.flush``), 3.4 after every fetch:
+    with the release known the cut is exact, at the newest segment or keeping all; unknown, it is
+    cut at the newest segment and the rest reported uncertain."""
     log_dir = tmp_path / "data"
     pdir = metadata_layout(log_dir)
     node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)})
     try:
         nem = Reboot()
         nem.setup(make_ctx(tmp_path, [node]))
-        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
-        assert log_end_offset(pdir) == 8
-        (u,) = rec.undo["detail"]["broker-1"]["page_cache_cut"]["uncertain"]
-        assert u["cut"] == [8, 13] and "KAFKA-13884" in u["why"][0]
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False,
+                        **({"kafka_version": version} if version else {}))
+        assert log_end_offset(pdir) == leo
+        unc = rec.undo["detail"]["broker-1"]["page_cache_cut"]["uncertain"]
+        assert [u.get("cut") for u in unc if u.get("cut")] == ([cut_uncertain] if cut_uncertain else [])
+        if cut_uncertain:
+            assert any("KAFKA-13884" in w for w in unc[0]["why"])
     finally:
         node.stop_service(9)
 
@@ -255,8 +285,31 @@ def test_topic_flush_messages_given_in_params_is_used(tmp_path):
         nem = Reboot()
         nem.setup(make_ctx(tmp_path, [node]))
         rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False, kafka_config={"flush.messages": 7})
-        assert log_end_offset(pdir) == 20
+        assert log_end_offset(pdir) == 25          # without it: no flush known, everything cut
         d = rec.undo["detail"]["broker-1"]
         assert d["flush_config_source"] == "params.kafka_config" and d["page_cache_cut"]["flush"]["messages"] == 7
+    finally:
+        node.stop_service(9)
+
+
+def test_segments_wholly_below_the_checkpoint_are_kept_without_being_read(tmp_path):
+    """Checkpoint 15 over segments 0, 5, 10, 15: 0 and 5 lie wholly below the segment that ends at
+    the floor and are kept unread (a log of many segments is read in its last few); 10 is read,
+    and says the kept log ends at 15; the unflushed 15 is cut."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "m", 0, {0: [(0, 5)], 5: [(5, 5)], 10: [(10, 5)], 15: [(15, 5)]})
+    write_checkpoint(log_dir, "recovery-point-offset-checkpoint", {("m", 0): 15})
+    node = TestNode("broker-1", "broker", 1, "127.0.0.1", command=["sleep", "600"])
+    node.log_dirs = [str(log_dir)]
+    node.start_service()
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False,
+                        kafka_config={"log.flush.interval.messages": 2 ** 63 - 1})
+        part = rec.undo["detail"]["broker-1"]["partitions"]["m-0"]
+        assert part["expected_log_end_offset"] == 15 and part["log_end_offset_before"] == 20
+        assert part["truncated_bytes"] == len(batch_bytes(15, 5))
+        assert (pdir / f"{10:020d}.log").exists() and not (pdir / f"{15:020d}.log").exists()
     finally:
         node.stop_service(9)
