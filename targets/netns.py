@@ -6,7 +6,17 @@ connection to its node's own loopback address, so its nodes can share this machi
 A real Kafka JVM does not: Kafka's NetworkClient never binds a local address, so every connection
 between two nodes on ``lo`` comes from 127.0.0.1 and no rule could tell broker 2 from broker 3.
 Each real node therefore runs in a network namespace of its own, with one veth on a bridge, as
-on a lab of separate hosts; the harness and the clients reach them through the bridge's address.
+on a lab of separate hosts; the harness and the clients reach them through the gateway address.
+
+The bridge lives in a namespace of its own too (the hub, named like the cluster: ``flkTAG``),
+joined to this machine by one veth (``flkTAG`` here, holding the gateway address). Why not a
+bridge in this machine's namespace: wherever br_netfilter is loaded (dockerd loads it, with
+FORWARD's policy at DROP), frames between two ports of a bridge pass the iptables FORWARD chain
+of the bridge's namespace - the kernel asks ``bridge-nf-call-iptables`` of the namespace *or* the
+bridge's own ``nf_call_iptables`` (net/bridge/br_netfilter_hooks.c, br_nf_pre_routing), so a
+bridge cannot opt out while the machine's switch is on, and dockerd's DROP cut every node from
+every other. The hub's own FORWARD chain is empty, so nothing in this machine's ruleset is
+touched or needed; traffic between the harness and a node is plain INPUT/OUTPUT here.
 
 Addresses come from faultline's own subnet (10.250.0.0/16, docs/architecture.md): a free /24 in
 10.250.64.0/18 per cluster, refused when anything on this machine already routes it. Needs root
@@ -14,7 +24,8 @@ Addresses come from faultline's own subnet (10.250.0.0/16, docs/architecture.md)
 
 Everything is created after its names are in the heal ledger (``record()``), and
 :func:`remove` undoes it from that record alone, so `faultline heal` removes what a killed run
-left: processes in the namespaces, the namespaces, the veths and the bridge.
+left: processes in the namespaces, the namespaces (the hub's bridge and veths go with it) and
+this machine's end of the uplink.
 """
 from __future__ import annotations
 
@@ -24,18 +35,19 @@ import ipaddress
 import os
 import random
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
-from groundwork.ledger import state_dir
 from targets.base import InfraError
 
 #: where the embedded clusters' subnets come from: the upper quarter of faultline's 10.250.0.0/16
 #: (the test labs use 10.250.1-63.0/24, tests/support/netlab.py)
 POOL = ipaddress.ip_network("10.250.64.0/18")
-#: the FORWARD rule's comment prefix, where a kernel cannot keep the bridge out of iptables (dockerd
-#: sets FORWARD's policy to DROP and loads br_netfilter, which drops traffic between the namespaces)
+#: the comment of the FORWARD rule an earlier version added for its bridge in this machine's
+#: namespace; :func:`remove` still deletes it from such a run's ledger record
 FORWARD_TAG = "faultline-net:"
 
 
@@ -87,19 +99,25 @@ def free_subnet(rng: random.Random | None = None) -> ipaddress.IPv4Network:
 class NodeNet:
     host: str
     netns: str
-    veth: str          # the host end, on the bridge
+    veth: str          # the hub's end, on the bridge
     address: str
 
 
 @dataclass
 class ClusterNet:
-    """The bridge, its gateway (this machine as the nodes see it) and one namespace per node."""
+    """The hub (a namespace holding the bridge), the uplink holding the gateway (this machine as the
+    nodes see it) and one namespace per node."""
     tag: str                                  # 4 hex digits: unique per cluster, part of every name
     subnet: ipaddress.IPv4Network
     nodes: dict[str, NodeNet] = field(default_factory=dict)
 
     @property
     def bridge(self) -> str:
+        """The name of this machine's end of the uplink, and of the hub namespace."""
+        return f"flk{self.tag}"
+
+    @property
+    def hub(self) -> str:
         return f"flk{self.tag}"
 
     @property
@@ -116,8 +134,8 @@ class ClusterNet:
 
     def record(self) -> dict[str, Any]:
         """What :func:`remove` needs (the heal ledger holds it before anything exists)."""
-        return {"bridge": self.bridge, "netns": [n.netns for n in self.nodes.values()],
-                "veths": [n.veth for n in self.nodes.values()], "subnet": str(self.subnet)}
+        return {"bridge": self.bridge, "netns": [self.hub, *(n.netns for n in self.nodes.values())],
+                "veths": [], "subnet": str(self.subnet)}
 
     def up(self) -> None:
         why = can_create()
@@ -135,20 +153,20 @@ class ClusterNet:
 
     def _create(self) -> None:
         try:
-            # frames between the nodes stay off the host's iptables (br_netfilter, which dockerd loads
-            # with FORWARD's policy at DROP, would drop them): this bridge's own switch, so nothing in
-            # the host's ruleset changes; a FORWARD rule only where the kernel lacks the switch
-            if _ip("link", "add", self.bridge, "type", "bridge", "nf_call_iptables", "0", check=False).returncode != 0:
-                _ip("link", "add", self.bridge, "type", "bridge")
-                subprocess.run(["iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT",
-                                "-m", "comment", "--comment", FORWARD_TAG + self.bridge], capture_output=True, check=False)
+            hub = ("-n", self.hub)
+            _ip("netns", "add", self.hub)
+            _ip(*hub, "link", "add", "br0", "type", "bridge")
+            _ip(*hub, "link", "set", "br0", "up")
+            _ip("link", "add", self.bridge, "type", "veth", "peer", "name", "uplink", "netns", self.hub)
+            _ip(*hub, "link", "set", "uplink", "master", "br0")
+            _ip(*hub, "link", "set", "uplink", "up")
             _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
             for n in self.nodes.values():
                 _ip("netns", "add", n.netns)
-                _ip("link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
-                _ip("link", "set", n.veth, "master", self.bridge)
-                _ip("link", "set", n.veth, "up")
+                _ip(*hub, "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
+                _ip(*hub, "link", "set", n.veth, "master", "br0")
+                _ip(*hub, "link", "set", n.veth, "up")
                 for args in (("addr", "add", f"{n.address}/{self.subnet.prefixlen}", "dev", "eth0"),
                              ("link", "set", "eth0", "up"), ("link", "set", "lo", "up"),
                              ("route", "add", "default", "via", self.gateway)):
@@ -160,8 +178,10 @@ class ClusterNet:
 
 @contextlib.contextmanager
 def _subnet_lock() -> Iterator[None]:
-    """An exclusive lock in faultline's state dir (flock: released when the process dies)."""
-    with open(state_dir() / "cluster-net.lock", "a+") as fh:
+    """An exclusive lock for this machine (flock: released when the process dies). Not in the
+    state dir: subnets are the machine's, and runs with different state dirs (tests set their own
+    FAULTLINE_STATE_DIR) must not pick one /24 together either."""
+    with open(Path(tempfile.gettempdir()) / "faultline-cluster-net.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
