@@ -128,6 +128,12 @@ def read_checkpoint(path):
         return {}
     with open(path) as fh:
         lines = [l.strip() for l in fh if l.strip()]
+    if len(lines) < 2:
+        # Kafka creates every checkpoint file empty when it opens it (CheckpointFile's constructor,
+        # Files.createFile) and writes it first at the next checkpoint (60 s on): an empty file, or
+        # a version line alone, reads as no entries (CheckpointFile.CheckpointReadBuffer.read)
+        if not lines or lines[0].lstrip("-").isdigit():
+            return {}
     try:
         version, count = int(lines[0]), int(lines[1])
         out = {}
