@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
-pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo"
+pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo maven"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 py=/usr/bin/python3
@@ -23,6 +23,9 @@ if [ -n "$missing" ]; then
 fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 .venv/bin/python -m pip install -q -e '.[test]'
+# the Apache Kafka releases tests/realkafka runs (tests/realkafka/realcluster.py RELEASES), into the
+# release cache once (Maven Central, ~40 s each; an installed one is skipped), not in the tests' time
+.venv/bin/faultline kafka install 3.9.1 4.1.0 >/dev/null
 # a Docker engine for the container tests; started once, left running for the session
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/tmp/faultline-dockerd.log 2>&1 &)
