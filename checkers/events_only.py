@@ -26,6 +26,7 @@ from checkers import stories
 from checkers.features import read as read_features
 from checkers.load import CheckerInputError, on_run_clock, read_cluster_events
 from checkers.outcome import EVENTS_ONLY, Evidence, Expectation, decide
+from checkers.verdict import VERDICT_VERSION
 from workloads import history as H
 
 
@@ -58,6 +59,7 @@ def check(run_dir: str | os.PathLike[str], *, expect: str | None = None) -> dict
     hosts = sorted({str(e["host"]) for e in events if e.get("host")})
     features = read_features(rd)
     verdict: dict[str, Any] = {
+        "v": VERDICT_VERSION,
         "mode": EVENTS_ONLY,
         "outcome": decided["outcome"],
         "outcome_reason": decided["outcome_reason"],

@@ -41,6 +41,10 @@ INFORMATIONAL = ("unseen_at_end", "failed_write_visible_allowed",
                  "log_not_recovered", "log_dir_offline")
 EXAMPLES = 10
 ATTRIBUTIONS = 100
+#: verdict.json's format version ("v", its first key, as the history's and the timeline's records
+#: carry theirs): bump it on an incompatible change (docs/verdict-format.md); a verdict without
+#: one was written before it existed and reads as version 1
+VERDICT_VERSION = 1
 
 #: partitions named in an inconclusive reason before "and N more"
 _NAMED = 10
@@ -137,6 +141,7 @@ def build_verdict(an: Analysis, run: dict[str, Any], *, expect: str | None = Non
                                     "lost_because", "faults", "elections", "isr_changes", "alter_partition",
                                     "broker_events", "removed_by", "attribution") if c in names]
     return {
+        "v": VERDICT_VERSION,
         "outcome": decided["outcome"],
         "outcome_reason": decided["outcome_reason"],
         "inconclusive_because": decided["inconclusive_because"],

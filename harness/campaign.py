@@ -23,6 +23,7 @@ from checkers.evidence import SCHEMAS as ANOMALY_SCHEMAS
 from checkers.outcome import EXPECTS, LOSS_ALLOWED, Expectation
 from groundwork.config import ConfigError, Validator, join, load_yaml, parse_override, resolve_path
 from harness.inventory import Inventory, load_inventory
+from harness.versions import check_settings as check_version_settings, is_version_key
 from nemeses.schedule import Schedule, parse_schedule
 from targets.apache_kafka import resolve_release
 from targets.kafka_settings import sort as sort_kafka_settings
@@ -119,7 +120,8 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
             settings = tgt.setdefault("settings", {})
             if not isinstance(settings, dict):
                 raise ConfigError(None, "--set", "target.settings: the campaign's settings is not a mapping")
-            settings[".".join(rest)] = value
+            # a version keeps the text given: YAML would read 3.10 as the number 3.1
+            settings[".".join(rest)] = item.partition("=")[2].strip().strip("'\"") if is_version_key(".".join(rest)) else value
             continue
         node: Any = doc
         for i, k in enumerate(keys[:-1]):
@@ -175,6 +177,8 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
     settings = c.mapping(target.get("settings"), "target.settings")
     for k, v in settings.items():
         c.scalar(v, join("target.settings", k))
+    for k, why in check_version_settings(settings):
+        raise c.fail(join("target.settings", k), why)
     if settings and not inventory.embedded:
         raise c.fail("target.settings", "target settings are passed to the embedded cluster; "
                      "a remote cluster's configuration is its own (remove target.settings)")

@@ -38,9 +38,7 @@ def make_transport(inv: Inventory, spec: HostSpec) -> Transport:
             from groundwork.transport.ssh import SshTransport
         except Exception as e:  # noqa: BLE001
             raise InfraError(f"ssh transport unavailable: {e}") from None
-        return SshTransport(spec.name, spec.address, spec.port or 22, spec.user, spec.key_file,
-                            known_hosts=inv.known_hosts, accept_new_host_keys=inv.accept_new_host_keys,
-                            sudo=spec.sudo, sudo_password_env=inv.sudo_password_env)
+        return SshTransport.from_host(spec, inv)   # ssh config, known_hosts, sudo: as the inventory says
     try:
         from groundwork.transport.docker import DockerTransport
     except Exception as e:  # noqa: BLE001

@@ -25,9 +25,11 @@ from groundwork.config import ConfigError
 from harness.inventory import load_inventory
 from groundwork.ledger import Ledger
 from groundwork.timeline import NullTimeline, Timeline
-from groundwork.transport.local import kill_process_group
+from groundwork.transport.base import Transport
+from groundwork.transport.local import LocalTransport, kill_process_group
 from nemeses.base import FaultRecord, NemesisContext, REGISTRY
 from nemeses.catalog import load_nemeses
+from nemeses.lossyfs import LEDGER_KIND as MOUNT_KIND, heal_mount
 
 
 @dataclass
@@ -120,6 +122,19 @@ def heal_process(record: dict[str, Any]) -> None:
                 pass
 
 
+def _mount_transport(entry: dict[str, Any], inventory: str | None, timeline: Timeline,
+                     ledger: Ledger, cache: dict[str, Any]) -> Transport:
+    """Where a ``mount`` entry's mount is: its inventory host's transport, else this machine
+    (an embedded target's mounts are local)."""
+    host = (entry.get("record") or {}).get("host")
+    if host:
+        ctx = _ctx_for(entry.get("inventory"), ledger, timeline, cache, inventory)
+        node = ctx.nodes.get(host)
+        if node is not None:
+            return node.transport
+    return LocalTransport("local")
+
+
 def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
              timeline: Timeline | None = None, only_ids: set[str] | None = None,
              force: bool = False) -> HealReport:
@@ -140,6 +155,9 @@ def heal_all(ledger: Ledger | None = None, *, inventory: str | None = None,
         try:
             if entry.get("kind") == "process":
                 heal_process(entry.get("record") or {})
+                ledger.healed(eid)
+            elif entry.get("kind") == MOUNT_KIND:
+                heal_mount(entry.get("record") or {}, _mount_transport(entry, inventory, timeline, ledger, cache))
                 ledger.healed(eid)
             else:
                 name = entry.get("nemesis")

@@ -17,13 +17,15 @@ heal` later reloads.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from checkers.kafkalog.log4j import parse_zone
 from groundwork.config import Validator, join, load_yaml
+from harness.kafka_client import ClientConfig, parse as parse_kafka_client
+from targets.kafka_security import ListenerSecurity, parse as parse_listener_security
+from harness.versions import check_kafka_version, check_settings as check_version_settings
 
 TRANSPORTS = ("local", "ssh", "docker")
 GROUPS = ("controllers", "brokers")
@@ -32,9 +34,9 @@ ROLE_OF_GROUP = {"controllers": "controller", "brokers": "broker"}
 #: variables valid at all.vars level only
 GLOBAL_VARS = {
     "faultline_transport", "faultline_accept_new_host_keys", "faultline_embedded", "kraftsim", "apache_kafka",
-    "faultline_harness_address",
+    "faultline_harness_address", "kafka_client",
     "kafka_bootstrap", "kafka_cluster_id", "faultline_sudo", "faultline_sudo_password_env",
-    "faultline_known_hosts", "faultline_ignore_vars",
+    "faultline_known_hosts", "faultline_ignore_vars", "faultline_ssh_config",
 }
 #: variables valid on a host, a group's vars or all.vars (inherited)
 HOST_VARS = {
@@ -52,9 +54,11 @@ IMPLEMENTATIONS = ("apache-kafka", "kraftsim")
 KAFKA_LOG_FILES = {"server": "server.log", "controller": "controller.log", "state_change": "state-change.log"}
 KRAFTSIM_KEYS = ("brokers", "controllers", "settings")
 #: the embedded Apache Kafka target's keys: the release, the cluster's shape, server.properties
-APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings")
+APACHE_KAFKA_KEYS = ("version", "brokers", "controllers", "combined", "settings", "lossyfs", "security")
 #: the embedded targets (targets/): the model, and real Kafka from the release cache
 EMBEDDED = ("kraftsim", "apache-kafka")
+#: the ssh config an ssh inventory reads unless ``faultline_ssh_config`` names another (or ``none``)
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
 
 @dataclass
@@ -108,14 +112,23 @@ class Inventory:
     embedded_settings: dict[str, Any] = field(default_factory=dict)
     embedded_version: str | None = None   # apache-kafka: the release (None: from the settings)
     embedded_combined: bool = False       # apache-kafka: nodes that are broker and controller
+    #: apache-kafka: the nodes' disks on lossyfs (its writeback interval in ms, 0 = none), None: plain dirs
+    embedded_lossyfs: int | None = 0
+    #: apache-kafka: the brokers' secured listener (SASL_SSL or SSL, targets/kafka_security.py), None: PLAINTEXT
+    embedded_security: ListenerSecurity | None = None
     #: this machine's address as the hosts see it (the embedded Apache Kafka cluster's bridge)
     harness_address: str | None = None
+    #: how faultline's clients authenticate (``kafka_client``, harness/kafka_client.py); secrets unread
+    client: ClientConfig = field(default_factory=ClientConfig)
     bootstrap: str | None = None
     cluster_id: str | None = None
     accept_new_host_keys: bool = False
     sudo: bool = False
     sudo_password_env: str | None = None
     known_hosts: str | None = None
+    #: the OpenSSH client config the ssh transport reads (HostName, User, Port, IdentityFile,
+    #: ProxyJump); None: none at all (``faultline_ssh_config: none``)
+    ssh_config: str | None = DEFAULT_SSH_CONFIG
 
     @property
     def brokers(self) -> list[HostSpec]:
@@ -179,22 +192,30 @@ def load_inventory(file: str | os.PathLike[str]) -> Inventory:
     version = None
     if ks.get("version") is not None:
         version = c.string(ks["version"], "all.vars.apache_kafka.version")
-        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-            raise c.fail("all.vars.apache_kafka.version", f"an Apache Kafka release like 4.1.0 is wanted, got {version!r}")
+        try:
+            version = check_kafka_version(version)
+        except ValueError as e:
+            raise c.fail("all.vars.apache_kafka.version", str(e)) from None
+    for k, why in check_version_settings(settings):
+        raise c.fail(join(f"all.vars.{section}.settings", k), why)
     combined = c.boolean(ks.get("combined", False), "all.vars.apache_kafka.combined")
+    lossyfs = _lossyfs(c, ks.get("lossyfs", True), "all.vars.apache_kafka.lossyfs")
+    security = parse_listener_security(c, ks.get("security"), "all.vars.apache_kafka.security")
 
     inv = Inventory(
         path=path.resolve(), transport=transport, hosts={}, vars=gvars, embedded=embedded,
         embedded_brokers=brokers_n, embedded_controllers=controllers_n, embedded_settings=dict(settings),
-        embedded_version=version, embedded_combined=combined,
+        embedded_version=version, embedded_combined=combined, embedded_lossyfs=lossyfs, embedded_security=security,
         harness_address=c.string(gvars["faultline_harness_address"], "all.vars.faultline_harness_address")
         if gvars.get("faultline_harness_address") is not None else None,
+        client=parse_kafka_client(c, gvars.get("kafka_client")),
         bootstrap=c.string(gvars["kafka_bootstrap"], "all.vars.kafka_bootstrap") if gvars.get("kafka_bootstrap") is not None else None,
         cluster_id=c.string(gvars["kafka_cluster_id"], "all.vars.kafka_cluster_id") if gvars.get("kafka_cluster_id") is not None else None,
         accept_new_host_keys=c.boolean(gvars.get("faultline_accept_new_host_keys", False), "all.vars.faultline_accept_new_host_keys"),
         sudo=c.boolean(gvars.get("faultline_sudo", False), "all.vars.faultline_sudo"),
         sudo_password_env=c.string(gvars["faultline_sudo_password_env"], "all.vars.faultline_sudo_password_env") if gvars.get("faultline_sudo_password_env") is not None else None,
         known_hosts=c.string(gvars["faultline_known_hosts"], "all.vars.faultline_known_hosts") if gvars.get("faultline_known_hosts") is not None else None,
+        ssh_config=_ssh_config(c, gvars.get("faultline_ssh_config"), path),
     )
 
     children = c.mapping(root.get("children"), "all.children")
@@ -316,15 +337,41 @@ def _host(c: Validator, inv: Inventory, name: str, group: str, v: dict[str, Any]
     return spec
 
 
+def _lossyfs(c: Validator, v: Any, path: str) -> int | None:
+    """``lossyfs: true`` (the default: every node's disk on lossyfs, exact page-cache loss),
+    ``false`` (plain directories) or ``{writeback_ms: N}`` (lossyfs flushing unsynced data after N ms,
+    as the kernel's writeback would)."""
+    if isinstance(v, bool):
+        return 0 if v else None
+    m = c.mapping(v, path, allow_none=False)
+    c.keys(m, path, ["writeback_ms"])
+    return c.integer(m.get("writeback_ms", 0), join(path, "writeback_ms"), min=0)
+
+
 def _kafka_version(c: Validator, v: Any, path: str) -> str | None:
     """The release a host runs (``kafka_version: 3.7.1``): where Kafka's behaviour differs by release
     (the checkpoint the page-cache cut leaves, nemeses/reboot.py), faultline knows instead of guessing."""
     if v is None:
         return None
-    text = c.string(v, path)
-    if not re.fullmatch(r"\d+\.\d+\.\d+", text):
-        raise c.fail(path, f"an Apache Kafka release like 3.7.1 is wanted, got {text!r}")
-    return text
+    try:
+        return check_kafka_version(c.string(v, path))
+    except ValueError as e:
+        raise c.fail(path, str(e)) from None
+
+
+def _ssh_config(c: Validator, v: Any, inventory: Path) -> str | None:
+    """``faultline_ssh_config``: the OpenSSH client config to read (relative to the inventory), ``none``
+    for none; unset, ``~/.ssh/config`` when it exists. A file named here must exist."""
+    if v is None:
+        return DEFAULT_SSH_CONFIG
+    text = c.string(v, "all.vars.faultline_ssh_config")
+    if text.lower() == "none":
+        return None
+    p = Path(os.path.expanduser(text))
+    p = p if p.is_absolute() else inventory.resolve().parent / p
+    if not p.is_file():
+        raise c.fail("all.vars.faultline_ssh_config", f"ssh config file {text} not found (or 'none' to read none)")
+    return str(p)
 
 
 def _abs_path(c: Validator, v: Any, path: str) -> str | None:

@@ -33,9 +33,11 @@ from groundwork.config import ConfigError
 from harness.cluster import Cluster, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
+from harness.latest import point_latest
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from nemeses.base import REGISTRY, NemesisContext
+from nemeses.lossyfs import RunDisks
 from nemeses.reboot import run_notes as page_cache_notes
 from nemeses.schedule_runner import ScheduleError, ScheduleRunner
 from targets.apache_kafka import EmbeddedApacheKafka, resolve_release
@@ -43,6 +45,8 @@ from targets.base import EmbeddedTarget
 from targets.kafka_settings import sort as sort_kafka_settings
 from targets.kraftsim import EmbeddedKraftsim
 from workloads.history import read_jsonl
+from workloads.kafka_wire import probe
+from workloads.security import PLAINTEXT, ClientSecurity
 
 
 class Interrupted(BaseException):
@@ -124,6 +128,7 @@ def new_run_dir(results_dir: Path, camp: Campaign) -> tuple[str, Path]:
         d = results_dir / run_id
         try:
             d.mkdir(parents=True, exist_ok=False)
+            point_latest(results_dir, d)   # RESULTS/latest: the newest run
             return run_id, d
         except FileExistsError:
             continue
@@ -136,12 +141,12 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def create_topic(bootstrap: str, camp: Campaign, timeout: float = 30.0) -> None:
+def create_topic(bootstrap: str, camp: Campaign, timeout: float = 30.0, security: ClientSecurity = PLAINTEXT) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     t = camp.topic
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security.librdkafka()})
     nt = NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor,
                   config={**t.configs, "min.insync.replicas": str(t.min_insync_replicas)})
     deadline = time.monotonic() + timeout
@@ -197,6 +202,8 @@ class Runner:
         self.sched: ScheduleRunner | None = None
         self.run_json: dict[str, Any] = {}
         self.notes: list[str] = []
+        #: how every client authenticates (the inventory's kafka_client, secrets read at set-up)
+        self.security: ClientSecurity = PLAINTEXT
         #: each node's service pids when the nemesis phase began (:meth:`check_nodes`)
         self.pids_before: dict[str, list[int]] = {}
 
@@ -234,9 +241,12 @@ class Runner:
         """The launcher of the campaign's embedded cluster (targets/)."""
         inv, c = self.camp.inventory, self.camp
         if inv.embedded == "apache-kafka":
+            disks = None if inv.embedded_lossyfs is None else RunDisks(
+                self.ledger, writeback_ms=inv.embedded_lossyfs, inventory=str(self.run_dir / "inventory.yaml"))
             return EmbeddedApacheKafka(self.run_dir, version=inv.embedded_version, brokers=inv.embedded_brokers,
                                        controllers=inv.embedded_controllers, settings=c.settings, ledger=self.ledger,
-                                       combined=inv.embedded_combined, say=self.say)
+                                       combined=inv.embedded_combined, say=self.say, disks=disks,
+                                       security=inv.embedded_security)
         return EmbeddedKraftsim(self.run_dir, inv.embedded_brokers, c.settings, self.ledger,
                                 controllers=inv.embedded_controllers)
 
@@ -259,6 +269,12 @@ class Runner:
             self.cluster = Cluster.from_inventory(c.inventory)
             self.cluster.check_reachable()
         self.run_json["bootstrap"] = self.cluster.bootstrap
+        self.security = self.cluster.inventory.client.resolve()
+        self.run_json["kafka_client"] = self.security.describe()   # never a secret
+        if self.security.protocol != "PLAINTEXT":
+            why = probe(self.cluster.bootstrap, self.security)
+            if why:
+                raise InfraError(f"{self.cluster.inventory.path.name}: kafka_client: {why}")
         self.write_run_json()
 
     def _register_client(self, name: str, pid: int | None) -> None:
@@ -274,12 +290,13 @@ class Runner:
         from workloads.producer import ProducerWorkload
 
         c, bootstrap = self.camp, self.cluster.bootstrap  # type: ignore[union-attr]
-        self.observer = Observer(bootstrap, c.topic.name, self.run_dir / "observer.jsonl", self.clock.now)
+        self.observer = Observer(bootstrap, c.topic.name, self.run_dir / "observer.jsonl", self.clock.now,
+                                 security=self.security)
         self.observer.start()
         if not self.observer.wait_until(all_partitions(c.topic.partitions, c.topic.min_insync_replicas), 30.0):
             raise InfraError(f"topic {c.topic.name}: not every partition has a leader and min ISR "
                              f"{c.topic.min_insync_replicas} within 30s ({self.observer.last_error or 'no error'})")
-        extra = {"request.timeout.ms": int(c.workload.request_timeout * 1000)}
+        extra = {"request.timeout.ms": int(c.workload.request_timeout * 1000), **self.security.librdkafka()}
         for i in range(c.workload.producers):
             p = ProducerWorkload(f"producer-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
                                  self.clock.now, rate=c.workload.rate, idempotence=c.workload.idempotence,
@@ -289,13 +306,14 @@ class Runner:
             self._register_client(p.process, p.pid)
         for i in range(c.workload.consumers):
             cw = ConsumerWorkload(f"consumer-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
-                                  self.clock.now)
+                                  self.clock.now, extra_config=self.security.librdkafka())
             self.clients.append(cw)
             cw.start()
             self._register_client(cw.process, cw.pid)
         for i in range(c.workload.epochless_readers):
             rw = EpochlessReaderWorkload(f"reader-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
-                                         self.clock.now, fetch_wait_ms=c.workload.reader_fetch_wait_ms)
+                                         self.clock.now, fetch_wait_ms=c.workload.reader_fetch_wait_ms,
+                                         security=self.security)
             self.clients.append(rw)
             rw.start()
             self._register_client(rw.process, rw.pid)
@@ -320,6 +338,8 @@ class Runner:
         s = dict(self.camp.schedule.settings)
         s["bootstrap.servers"] = self.cluster.bootstrap if self.cluster else ""
         s["run_dir"] = str(self.run_dir)
+        # the admin client settings a nemesis needs (the AlterPartition hold maps topic ids): in memory only
+        s["kafka_client"] = self.security.librdkafka()
         s.setdefault("topic", self.camp.topic.name)  # the workload's topic: what a fault on "partition N" means
         if isinstance(s.get("proxy"), dict):
             proxy = dict(s["proxy"])
@@ -392,7 +412,7 @@ class Runner:
         self.refresh_status()
         self.phase("drain")
         ends = drain(self.cluster.bootstrap, c.topic.name, c.topic.partitions, self.history_dir,  # type: ignore[union-attr]
-                     self.clock.now, timeout=c.workload.drain_timeout)
+                     self.clock.now, timeout=c.workload.drain_timeout, extra_config=self.security.librdkafka())
         self.timeline.event("note", text="drain done", ends={str(k): v for k, v in ends.items()})
 
     def check_nodes(self) -> None:
@@ -476,7 +496,7 @@ class Runner:
             self.phase("setup")
             self.setup_cluster()
             self.phase("topic")
-            create_topic(self.cluster.bootstrap, c)  # type: ignore[union-attr]
+            create_topic(self.cluster.bootstrap, c, security=self.security)  # type: ignore[union-attr]
             self.phase("workload")
             self.start_workloads()
             self.phase("nemesis")

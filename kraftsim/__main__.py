@@ -1,4 +1,6 @@
-"""``python -m kraftsim controller|broker --config FILE`` and ``python -m kraftsim cluster ...``.
+"""``python -m kraftsim controller|broker --config FILE``, ``python -m kraftsim cluster ...`` and
+``python -m kraftsim versions [--json]`` (the Kafka releases and metadata versions kraftsim knows,
+kraftsim/versions.py: how the harness, which never imports kraftsim, reads that table).
 
 Why one entry point: the harness starts kraftsim exactly as it starts Kafka on a lab host — as
 separate processes it can SIGKILL, restart and isolate (``ip netns exec NS python -m kraftsim
@@ -68,26 +70,17 @@ def _serve(role: str, config_path: str) -> int:
         events.close()
 
 
-def _features(items: list[str]) -> int:
-    """The gates kraftsim's table (kraftsim/features.py) says a Kafka release and metadata.version
-    run with: what the harness records for a real Apache Kafka cluster, whose gates are Kafka's
-    code, so the stories can name the version that decided a mechanism on both targets."""
+def _versions(as_json: bool) -> int:
     import json
-    from kraftsim.cluster import features_in_force
-    from kraftsim.config import KEYS
-    overrides: dict[str, str] = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or k not in KEYS:
-            print(f"kraftsim features: --set {item}: KEY=VALUE with a kraftsim key is wanted", file=sys.stderr)
-            return 2
-        overrides[k] = v
-    try:
-        print(json.dumps(features_in_force(overrides)))
-    except ValueError as e:
-        key = e.args[1] if len(e.args) > 1 else "kafka.version"
-        print(f"kraftsim features: key '{key}': {e.args[0]}", file=sys.stderr)
-        return 2
+
+    from kraftsim.versions import table
+    t = table()
+    if as_json:
+        print(json.dumps(t, separators=(",", ":")))
+        return 0
+    for line in t["lines"]:
+        print(f"{line['line']:<5} metadata.version {line['metadata_versions'][0]} .. {line['metadata_version']:<9} "
+              f"releases {', '.join(line['releases'])}")
     return 0
 
 
@@ -106,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--host-prefix", default="127.0.0")
     c.add_argument("--base-port", type=int, default=19092)
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    f = sub.add_parser("features", help="print the Kafka behaviours (gates) in force for these settings, as JSON")
-    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--check", action="store_true",
+                   help="validate the arguments and settings, print the features in force, start nothing")
+    v = sub.add_parser("versions", help="the Kafka releases and metadata versions kraftsim knows")
+    v.add_argument("--json", action="store_true", help="one JSON document (what the harness reads)")
     args = ap.parse_args(argv)
-    if args.cmd == "features":
-        return _features(args.set)
+    if args.cmd == "versions":
+        return _versions(args.json)
     if args.cmd == "cluster":
         from kraftsim.cluster import run_cluster
         return run_cluster(args)

@@ -194,6 +194,9 @@ def run_cluster(args) -> int:  # noqa: ANN001 - argparse namespace
         features_in_force(overrides)
     except ValueError as e:
         return _err(f"--set: key '{e.args[1] if len(e.args) > 1 else 'kafka.version'}': {e.args[0]}")
+    if getattr(args, "check", False):  # `faultline campaign check`: everything a start refuses, nothing started
+        print(json.dumps(features_in_force(overrides), separators=(",", ":")), flush=True)
+        return 0
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     nodes = layout(n, root, args.host_prefix, args.base_port, overrides, controllers=nc)

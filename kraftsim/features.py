@@ -37,19 +37,12 @@ lives; nothing else needs to change.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-#: the newest feature level ("IV") of each release: ``MetadataVersion.fromVersionString("3.5")``
-#: picks the latest IV of that release, and so does kraftsim for a version given without one
-LATEST_IV: dict[tuple[int, int], int] = {
-    (3, 0): 1, (3, 1): 0, (3, 2): 0, (3, 3): 3, (3, 4): 0, (3, 5): 2, (3, 6): 2, (3, 7): 4,
-    (3, 8): 0, (3, 9): 0, (4, 0): 3, (4, 1): 1, (4, 2): 0,
-}
-
-MetadataVersion = tuple[int, int, int]
-KafkaVersion = tuple[int, int, int]
+from kraftsim.versions import (LATEST_IV, KafkaVersion, MetadataVersion, format_kafka_version,  # noqa: F401
+                               format_metadata_version, min_metadata_version, parse_kafka_version,
+                               parse_metadata_version, release_of)
 
 IBP_3_2_IV0: MetadataVersion = (3, 2, 0)
 IBP_3_3_IV1: MetadataVersion = (3, 3, 1)
@@ -58,44 +51,6 @@ IBP_3_6_IV0: MetadataVersion = (3, 6, 0)
 IBP_3_7_IV0: MetadataVersion = (3, 7, 0)
 IBP_4_0_IV1: MetadataVersion = (4, 0, 1)
 IBP_4_1_IV0: MetadataVersion = (4, 1, 0)
-
-
-def parse_metadata_version(text: str) -> MetadataVersion:
-    """``3.4`` → (3, 4, 0); ``3.9-IV0`` → (3, 9, 0); a release without an IV gets its newest IV."""
-    m = re.match(r"^(\d+)\.(\d+)(?:-IV(\d+))?$", text.strip())
-    if not m:
-        raise ValueError("a Kafka metadata version like 3.4 or 3.9-IV0 is wanted")
-    major, minor = int(m.group(1)), int(m.group(2))
-    if (major, minor) < (3, 0):
-        raise ValueError("a KRaft metadata version (3.0 or newer) is wanted")
-    iv = int(m.group(3)) if m.group(3) is not None else LATEST_IV.get((major, minor), 0)
-    return major, minor, iv
-
-
-def format_metadata_version(mv: MetadataVersion) -> str:
-    return f"{mv[0]}.{mv[1]}-IV{mv[2]}"
-
-
-def parse_kafka_version(text: str) -> KafkaVersion:
-    """``3.9.0`` → (3, 9, 0); ``3.9`` → (3, 9, 0). A KRaft release line kraftsim knows (3.0 to
-    the newest in ``LATEST_IV``); any patch number."""
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?$", text.strip())
-    if not m:
-        raise ValueError("a Kafka release like 3.9.0 or 3.4.1 is wanted")
-    v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-    if v[:2] not in LATEST_IV:
-        first, last = min(LATEST_IV), max(LATEST_IV)
-        raise ValueError(f"a KRaft Kafka release from {first[0]}.{first[1]}.0 to {last[0]}.{last[1]}.x is wanted")
-    return v
-
-
-def format_kafka_version(v: KafkaVersion) -> str:
-    return f"{v[0]}.{v[1]}.{v[2]}"
-
-
-def release_of(mv: MetadataVersion) -> KafkaVersion:
-    """The release that introduced ``mv``: x.y.0 for every x.y-IVn (MetadataVersion.release())."""
-    return mv[0], mv[1], 0
 
 
 # ------------------------------------------------------------------------------------ gates
@@ -336,11 +291,16 @@ def software_gate(name: str, kv: KafkaVersion) -> bool:
 def check_versions(kv: KafkaVersion, mv: MetadataVersion) -> None:
     """A kafka.version older than the release that introduced the metadata.version is refused
     (Kafka's broker refuses a finalized metadata.version above what it supports:
-    BrokerFeatures / QuorumFeatures.reasonNotSupported)."""
+    BrokerFeatures / QuorumFeatures.reasonNotSupported), and so is a metadata.version older than
+    the software runs (4.x: MetadataVersion.MINIMUM_VERSION, 3.3-IV3)."""
     if kv < release_of(mv):
         raise ValueError(f"{format_kafka_version(kv)} is older than metadata.version {format_metadata_version(mv)}, "
                          f"which Kafka {format_kafka_version(release_of(mv))} introduced: a kafka.version of at least "
                          f"{format_kafka_version(release_of(mv))} is wanted")
+    if mv < min_metadata_version(kv):
+        raise ValueError(f"Kafka {format_kafka_version(kv)} runs no metadata.version older than "
+                         f"{format_metadata_version(min_metadata_version(kv))} (MetadataVersion.MINIMUM_VERSION), "
+                         f"got {format_metadata_version(mv)}: a kafka.version below 4.0.0 is wanted")
 
 
 #: the config key giving the controllers a software version of their own (a rolling upgrade in

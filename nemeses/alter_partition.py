@@ -42,11 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from groundwork.config import Validator
+from groundwork.config import ConfigError, Validator
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.base import Transport, TransportError
 from groundwork.transport.local import LocalTransport
 from nemeses.base import FaultRecord, FaultsView, Nemesis, register, register_condition
+from nemeses.hostinfo import node_config
 from nemeses.netfilter import add_raw, net_namespace, net_run, remove_rules
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -132,11 +133,13 @@ def read_status(transport: Transport, control_dir: str) -> dict[str, Any]:
         return {}
 
 
-def resolve_topic_ids(bootstrap: str, topics: list[str], timeout: float = 10.0) -> dict[str, str]:
-    """topic id (UUID string) -> name via the admin client: AlterPartition v2+ names topics by id."""
+def resolve_topic_ids(bootstrap: str, topics: list[str], timeout: float = 10.0,
+                      client: dict[str, Any] | None = None) -> dict[str, str]:
+    """topic id (UUID string) -> name via the admin client: AlterPartition v2+ names topics by id.
+    ``client``: the run's librdkafka security settings (a secured cluster's listener)."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     out: dict[str, str] = {}
     for name, fut in admin.describe_topics(TopicCollection(topics), request_timeout=timeout).items():
         d = fut.result(timeout=timeout)
@@ -172,6 +175,30 @@ def _listener_hostport(n: Any) -> str | None:
     return None
 
 
+def refuse_tls_controllers(ctx: Any) -> None:
+    """The proxy reads AlterPartition out of the brokers' connections to the controllers, so it
+    cannot stand in front of a controller listener that is TLS (SSL or SASL_SSL: the bytes are
+    encrypted end to end between broker and controller). Such a lab is refused in one line before
+    anything is started, rather than a proxy that would hold nothing."""
+    for n in ctx.nodes.values():
+        if n.role != "controller":
+            continue
+        try:
+            props, _ = node_config(n)
+        except Exception:  # noqa: BLE001 - a config we cannot read says nothing about TLS
+            continue
+        names = [x.strip() for x in props.get("controller.listener.names", "").split(",") if x.strip()]
+        pmap = dict(item.split(":", 1) for item in props.get("listener.security.protocol.map", "").split(",")
+                    if ":" in item)
+        for name in names:
+            proto = pmap.get(name, name if name in ("SSL", "SASL_SSL") else "PLAINTEXT").strip().upper()
+            if proto in ("SSL", "SASL_SSL"):
+                raise ConfigError(None, "nemesis.settings.proxy", f"the AlterPartition proxy cannot read the "
+                                  f"controllers' {name} listener on {n.name}: it is {proto}, encrypted from broker to "
+                                  "controller; run this campaign on a lab whose controller listener is PLAINTEXT or "
+                                  "SASL_PLAINTEXT")
+
+
 def is_placement(fault: str, params: dict[str, Any]) -> bool:
     """Whether a recorded fault is the proxy's DNAT placement (``place_dnat``), which the
     nemesis's setup records as a fault of its own so `faultline heal` removes the rules, and
@@ -204,6 +231,7 @@ class AlterPartitionDelay(Nemesis):
         if not (conf.get("listen") and conf.get("upstream")):
             raise ValueError(f"alter-partition: no proxy running with control dir {self.control_dir}; "
                              "give settings.proxy.listen and .upstream to start one")
+        refuse_tls_controllers(ctx)
         upstream = conf["upstream"] if conf["upstream"] != "auto" else controller_addresses(ctx)
         placement = conf.get("placement", "config")
         if placement not in ("config", "dnat"):
@@ -335,7 +363,8 @@ class AlterPartitionDelay(Nemesis):
                 # AlterPartition v2+ names topics by id: match on the name only when we can map it
                 bootstrap = self.ctx.settings.get("bootstrap.servers")
                 try:
-                    ids = resolve_topic_ids(bootstrap, [topic]) if bootstrap else {}
+                    ids = resolve_topic_ids(bootstrap, [topic], client=self.ctx.settings.get("kafka_client")) \
+                        if bootstrap else {}
                 except Exception as e:  # noqa: BLE001 - fall back to matching the partition alone
                     ids, record.params["topic_note"] = {}, f"topic id not resolved: {str(e).splitlines()[0][:120]}"
                 if ids:

@@ -1,4 +1,4 @@
-"""Reboot with page-cache loss: truncate-unflushed, lazyfs, sysrq.
+"""Reboot with page-cache loss: truncate-unflushed, lossyfs, lazyfs, sysrq.
 
 Why (docs/seeds.md#seed-000, opening: "the broker reboots and some logs have not flushed from the page
 cache ... the data on this broker is lost"; docs/seeds.md#seed-003, Last Replica Standing): Kafka acks
@@ -25,6 +25,14 @@ Modes (``params.mode``):
   ``random``: old, empty, zeros or new), exact on kraftsim (its record of what it left
   un-fsynced), by the writeback window and ``kafka_version`` on Apache Kafka (uncertain); the
   note's ``page_cache_cut.checkpoints`` names each file and its state.
+- ``lossyfs``: where the node's dirs (hostinfo.fault_dirs) are on lossyfs, faultline's own
+  filesystem that keeps exactly what was fsynced (lossyfs/, nemeses/lossyfs.py): SIGKILL the
+  node and wait until its processes are gone (their dying writes - a closing mapping's dirty
+  pages - land first, and count as unsynced), ``crash`` every lossyfs mount under those dirs
+  (the daemon restores the durable state and remounts), restart. Nothing is modelled: what
+  Kafka fsynced (files and directories) is what stays. The note names, per mount, every file
+  cut (size before, durable size, bytes dropped), every path removed and every name restored.
+  Dirs on no lossyfs mount: the start raises one line before anything is killed.
 - ``lazyfs``: where the data dir is on LazyFS, SIGKILL the node and write
   ``lazyfs::clear-cache`` to LazyFS's FIFO (``params.fifo``), as Jepsen does; restart.
 - ``sysrq``: where ``/proc/sysrq-trigger`` is writable, ``echo b`` to it (immediate reboot,
@@ -55,9 +63,10 @@ from typing import Any
 from groundwork.transport.base import TransportError
 from nemeses.base import FaultRecord, Nemesis, Node, register
 from nemeses.hostinfo import KRAFTSIM, fault_dirs, flush_config, implementation, kafka_version
+from nemeses import lossyfs
 from nemeses.scripts import script_text
 
-MODES = ("truncate-unflushed", "lazyfs", "sysrq")
+MODES = ("truncate-unflushed", "lossyfs", "lazyfs", "sysrq")
 
 
 def kill_broker(node: Node, timeout: float = 10.0) -> list[int]:
@@ -133,6 +142,9 @@ def cut_note(detail: dict[str, Any]) -> str:
     """The note's text: how much each host's cut removed and how much of it is uncertain."""
     out = []
     for host, d in detail.items():
+        if isinstance(d, dict) and d.get("mode") == "lossyfs":
+            out.append(lossyfs_note(host, d))
+            continue
         pc = d.get("page_cache_cut") if isinstance(d, dict) else None
         if not pc:
             continue
@@ -153,6 +165,27 @@ def cut_note(detail: dict[str, Any]) -> str:
     return "; ".join(out) or "reboot applied"
 
 
+def lossyfs_note(host: str, d: dict[str, Any], most: int = 8) -> str:
+    """One host's lossyfs crash in a line: bytes dropped, and the files and names it touched
+    (the first ``most`` files by bytes dropped; the note's detail has them all)."""
+    crashes = d.get("lossyfs") or {}
+    files = [f for c in crashes.values() for f in c.get("files", [])]
+    removed = [r for c in crashes.values() for r in c.get("removed", [])]
+    restored = [r for c in crashes.values() for r in c.get("restored", [])]
+    txt = f"{host}: lossyfs crash dropped {d.get('dropped_bytes', 0)} bytes"
+    cut = sorted((f for f in files if f.get("dropped_bytes") or f.get("restored_bytes")),
+                 key=lambda f: (-int(f.get("dropped_bytes") or 0), f["path"]))
+    if cut:
+        txt += " (" + ", ".join(f"{f['path']} {f['size_before']}->{f['durable_size']}"
+                                + (f" +{f['restored_bytes']} restored" if f.get("restored_bytes") else "")
+                                for f in cut[:most]) + (f", {len(cut) - most} more" if len(cut) > most else "") + ")"
+    if removed:
+        txt += f"; {len(removed)} path{'s' if len(removed) != 1 else ''} removed"
+    if restored:
+        txt += f"; {len(restored)} name{'s' if len(restored) != 1 else ''} restored"
+    return txt
+
+
 def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
     """What the run's notes (run.json ``notes``) say of its page-cache cuts, from the reboots'
     timeline notes: every cut with uncertain bytes or un-fsynced checkpoint files, as its note
@@ -161,6 +194,10 @@ def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
     out, plain, plain_bytes = [], 0, 0
     for r in timeline:
         if r.get("kind") != "note" or r.get("what") != "reboot applied" or not isinstance(r.get("detail"), dict):
+            continue
+        if any(isinstance(d, dict) and d.get("mode") == "lossyfs" for d in r["detail"].values()):
+            # exact, nothing uncertain - and what it dropped is the run's evidence: said each time
+            out.append(f"t={float(r.get('t') or 0):.1f}s reboot {r.get('fault_id')}: {r.get('text')}")
             continue
         cuts = [d.get("page_cache_cut") for d in r["detail"].values() if isinstance(d, dict)]
         cuts = [c for c in cuts if isinstance(c, dict)]
@@ -179,7 +216,8 @@ def run_notes(timeline: list[dict[str, Any]]) -> list[str]:
 class Reboot(Nemesis):
     name = "reboot"
     acts_on_service = True
-    description = "crash a broker or controller losing its unflushed page cache (truncate-unflushed | lazyfs | sysrq)"
+    description = ("crash a broker or controller losing its unflushed page cache "
+                   "(truncate-unflushed | lossyfs | lazyfs | sysrq)")
 
     def start(self, targets: list[str], **params: Any) -> FaultRecord:
         mode = params.get("mode", "truncate-unflushed")
@@ -216,6 +254,8 @@ class Reboot(Nemesis):
         self.update(record)
 
     def _crash(self, node: Node, mode: str, seed: int, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
+        if mode == "lossyfs":
+            return self._crash_lossyfs(node, params, record)
         dirs = fault_dirs(node, params) if mode != "lazyfs" else []
         model = "checkpoint" if implementation(node) == KRAFTSIM else "kafka"
         # the running broker names its config: read it before the crash takes the process away
@@ -250,6 +290,15 @@ class Reboot(Nemesis):
             return {"mode": "lazyfs", "killed": killed, "fifo": fifo}
         report = cut_now()
         return {"mode": mode, "killed": killed, "flush_config_source": source, **summarise(report)}
+
+    def _crash_lossyfs(self, node: Node, params: dict[str, Any], record: FaultRecord) -> dict[str, Any]:
+        """SIGKILL, wait until gone, crash each lossyfs mount under the node's dirs."""
+        mounts = lossyfs.mounts_under(node.transport, fault_dirs(node, params), node.name)
+        killed = kill_broker(node)
+        self._down(record, node, killed)
+        crashes = {m.mountpoint: lossyfs.crash_summary(lossyfs.crash(node.transport, m)) for m in mounts}
+        return {"mode": "lossyfs", "killed": killed, "lossyfs": crashes,
+                "dropped_bytes": sum(c["dropped_bytes"] for c in crashes.values())}
 
     def _kill_host(self, node: Node, timeout: float) -> list[int]:
         """Emulated host crash: every process of the node's namespace, or of its container

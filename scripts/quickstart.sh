@@ -11,6 +11,9 @@
 #
 # Usage: bash scripts/quickstart.sh [CAMPAIGN] [faultline run options...]
 #        (default campaign: campaigns/kill-restart.yaml). Afterwards: . .venv/bin/activate
+#        With `--target apache-kafka:VERSION` the campaign runs on real Apache Kafka of that release
+#        (as root: each node gets a network namespace); Maven is installed if missing, and the
+#        release is resolved from Maven Central into ~/.cache/faultline/kafka on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +29,12 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 
 missing=()
+# real Apache Kafka (--target apache-kafka...) comes from Maven Central: Maven resolves the release
+# and every node's disk is a lossyfs mount (FUSE: fusermount3 from fuse3)
+case " $* " in *" --target apache-kafka"*|*" --target=apache-kafka"*)
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3) ;;
+esac
 if [ ! -x .venv/bin/python ]; then
   # Debian splits ensurepip into python3-venv (python3.X-venv); without it `-m venv` fails
   "$py" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)

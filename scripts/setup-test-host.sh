@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian 12 / Ubuntu 24.04 machine (run as root):
-# system packages, the project with its test extras in the virtual environment .venv, and a
-# running Docker engine. Then `. .venv/bin/activate && python3 -m pytest ...` (README).
+# system packages (Maven and a JRE for real Apache Kafka among them), the project with its test
+# extras in the virtual environment .venv, the Apache Kafka releases the tests run
+# (tests/kafka-releases.txt, from Maven Central into the release cache), and a running Docker
+# engine. Then `. .venv/bin/activate && python3 -m pytest ...` (README).
 #
 # Why .venv: those systems mark their Python "externally managed" (PEP 668) and refuse
 # `pip install` outside a venv; the same .venv as scripts/quickstart.sh. Activated (PATH, not
@@ -9,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
-pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo maven"
+pkgs="chromium docker.io openssh-server iptables iproute2 debootstrap procps psmisc sudo fuse3 strace"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 py=/usr/bin/python3
@@ -17,15 +19,16 @@ py=/usr/bin/python3
 # Debian splits ensurepip into python3-venv; the checker's PySpark needs a Java runtime
 "$py" -c 'import ensurepip, venv' 2>/dev/null || missing="$missing python3-venv"
 command -v java >/dev/null 2>&1 || missing="$missing default-jre-headless"
+# the real-Kafka tests resolve Apache Kafka releases from Maven Central
+command -v mvn >/dev/null 2>&1 || missing="$missing maven"
 if [ -n "$missing" ]; then
   apt-get update -qq
   apt-get install -y -qq $missing >/dev/null
 fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 .venv/bin/python -m pip install -q -e '.[test]'
-# the Apache Kafka releases tests/realkafka runs (tests/realkafka/realcluster.py RELEASES), into the
-# release cache once (Maven Central, ~40 s each; an installed one is skipped), not in the tests' time
-.venv/bin/faultline kafka install 3.9.1 4.1.0 >/dev/null
+# the Apache Kafka releases the real-Kafka tests run, into the release cache (cached after the first time)
+.venv/bin/faultline kafka install $(grep -v '^#' tests/kafka-releases.txt) >/dev/null
 # a Docker engine for the container tests; started once, left running for the session
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/tmp/faultline-dockerd.log 2>&1 &)

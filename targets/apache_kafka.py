@@ -20,16 +20,17 @@ share two cores here, and none of that changes what Kafka decides.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import socket
 import subprocess
-import sys
+
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import yaml
 
@@ -39,8 +40,9 @@ from groundwork.transport.local import LocalTransport
 from targets import releases
 from targets.base import InfraError
 from targets.kafka_log4j import write as write_log4j
+from targets.kafka_security import ListenerSecurity, issue as issue_certificate
 from targets.kafka_settings import KafkaSettings, random_uuid, server_properties, sort
-from targets.kraftsim import kill_embedded
+from targets.kraftsim import check_settings, kill_embedded
 from targets.netns import ClusterNet, remove as remove_net
 
 BROKER_PORT = 9092
@@ -55,6 +57,15 @@ HEAP = {"broker": "512m", "controller": "256m", "combined": "512m"}
 READY_RE = re.compile(r"Kafka Server started|\[KafkaRaftServer nodeId=\d+\] Kafka Server started")
 #: KafkaConfig/AbstractConfig.logUnused: a key Kafka does not know is only a warning in its log
 UNKNOWN_KEY_RE = re.compile(r"The configuration '([^']+)' was supplied but isn't a known config")
+
+
+class Disks(Protocol):
+    """Mounts a node's disk for the run and removes it at the end (the harness passes lossyfs's,
+    nemeses/lossyfs.py RunDisks: each mount its own heal-ledger entry, written before it exists)."""
+
+    def mount(self, backing: Path, mountpoint: Path) -> Any: ...
+
+    def unmount(self, handle: Any) -> None: ...
 
 
 @dataclass
@@ -91,7 +102,8 @@ class EmbeddedApacheKafka:
 
     def __init__(self, run_dir: Path, *, version: str | None, brokers: int, controllers: int,
                  settings: dict[str, Any], ledger: Ledger, combined: bool = False,
-                 say: Callable[[str], None] = lambda s: None, java: str | None = None):
+                 say: Callable[[str], None] = lambda s: None, java: str | None = None,
+                 disks: Disks | None = None, security: ListenerSecurity | None = None):
         self.run_dir = run_dir
         self.dir = run_dir / "cluster"
         self.ledger = ledger
@@ -108,18 +120,37 @@ class EmbeddedApacheKafka:
         self.metadata_version: str | None = None
         self.releases: dict[str, releases.Release] = {}
         self._commands: dict[str, str] = {}     # node -> its JVM command line (the inventory's restart command)
+        self.disks = disks
+        #: the brokers' listener when secured (SASL_SSL or SSL, targets/kafka_security.py); None: PLAINTEXT
+        self.security = security
+        self._mounts: list[Any] = []
 
     # -- layout ---------------------------------------------------------------------------
     def node_dir(self, n: NodePlan) -> Path:
         return self.dir / n.name
 
+    def disk(self, n: NodePlan) -> Path:
+        """The node's disk: its log dirs and metadata log dir, and nothing else (its log4j files and
+        process log stay beside it, as a host's /var/log outlives a lost page cache). With
+        :attr:`disks` it is a lossyfs mount of ``disk.backing``, so a crash keeps exactly what Kafka
+        fsynced (reboot ``mode: lossyfs``)."""
+        return self.node_dir(n) / "disk"
+
     def data_dir(self, n: NodePlan) -> Path:
-        return self.node_dir(n) / "data"
+        return self.disk(n) / "data"
 
     def metadata_dir(self, n: NodePlan) -> Path:
         """A controller's KRaft metadata log (``metadata.log.dir``); a broker keeps its copy in its
         first log dir, Kafka's default."""
-        return self.node_dir(n) / ("metadata" if n.role == "controller" else "data")
+        return self.disk(n) / ("metadata" if n.role == "controller" else "data")
+
+    def tls_dir(self, n: NodePlan) -> Path:
+        return self.node_dir(n) / "tls"
+
+    @property
+    def listener(self) -> str:
+        """The brokers' listener name (and protocol): PLAINTEXT, or the secured one."""
+        return self.security.listener if self.security else "PLAINTEXT"
 
     def release_of(self, n: NodePlan) -> releases.Release:
         return self.releases[self.controller_version if n.role == "controller" else self.version]
@@ -130,14 +161,17 @@ class EmbeddedApacheKafka:
     def properties(self, n: NodePlan) -> dict[str, str]:
         """server.properties of one node: its identity and layout, then the campaign's settings."""
         roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[n.role]
+        lst = self.listener
         p: dict[str, str] = {"process.roles": roles, "node.id": str(n.node_id),
                              "controller.quorum.voters": self.voters(), "controller.listener.names": "CONTROLLER",
-                             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
+                             "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{lst}:{lst}"}
         listeners = []
         if n.is_broker:
-            listeners.append(f"PLAINTEXT://{n.address}:{BROKER_PORT}")
-            p["advertised.listeners"] = f"PLAINTEXT://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
-            p["inter.broker.listener.name"] = "PLAINTEXT"
+            listeners.append(f"{lst}://{n.address}:{BROKER_PORT}")
+            p["advertised.listeners"] = f"{lst}://{n.address}:{BROKER_PORT}"  # 3.4-3.8 controllers refuse it
+            p["inter.broker.listener.name"] = lst
+            if self.security:
+                p.update(self.security.broker_properties(self.tls_dir(n)))
         if n.is_controller:
             listeners.append(f"CONTROLLER://{n.address}:{CONTROLLER_PORT}")
         p["listeners"] = ",".join(listeners)
@@ -184,6 +218,8 @@ class EmbeddedApacheKafka:
         self.net.up()   # may move to another free /24 than planned: addresses are read after it
         for n in self.nodes:
             n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
+            if self.security and n.is_broker:
+                issue_certificate(self.security, self.tls_dir(n), n.address, n.name)
         log4j = {kind: write_log4j(self.dir, kind) for kind in {r.logging for r in self.releases.values()}}
         for n in self.nodes:
             for d in (self.node_dir(n) / "logs", self.data_dir(n) if n.is_broker else self.metadata_dir(n)):
@@ -194,6 +230,8 @@ class EmbeddedApacheKafka:
                 + "".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         self.say(f"formatting {len(self.nodes)} nodes' storage (Apache Kafka {self.version}) ...")
         self._format_all()
+        if self.disks is not None:
+            self._mount_disks()
         self.say(f"starting {len(self.nodes)} Kafka JVMs ...")
         for n in sorted(self.nodes, key=lambda x: not x.is_controller):
             cmd = self.jvm_command(n, log4j[self.release_of(n).logging][1])
@@ -208,8 +246,12 @@ class EmbeddedApacheKafka:
 
     def _format_all(self) -> None:
         """Every node's ``kafka-storage format`` at once (a JVM start each; two cores overlap them)."""
-        procs = {n.name: subprocess.Popen(self.format_command(n), shell=True, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True) for n in self.nodes}
+        # a SCRAM user goes into the bootstrap metadata of this first format only (its password on a
+        # command line that is run, never stored: the inventory's re-format command has no --add-scram)
+        scram = " ".join(shlex.quote(a) for a in self.security.format_args()) if self.security else ""
+        procs = {n.name: subprocess.Popen(f"{self.format_command(n)} {scram}".strip(), shell=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for n in self.nodes}
         for name, p in procs.items():
             out, _ = p.communicate(timeout=120)
             (self.dir / name / "format.log").write_text(out or "", encoding="utf-8")
@@ -222,6 +264,18 @@ class EmbeddedApacheKafka:
             m = re.search(r"with metadata\.version (\S+?)\.?$", out or "", re.M)
             if m:
                 self.metadata_version = m.group(1)
+
+    def _mount_disks(self) -> None:
+        """Every node's formatted disk moves to ``disk.backing`` and comes back as a lossyfs mount of
+        it: what the format wrote is the durable start (a disk as provisioned), and from here on only
+        what Kafka fsyncs survives a crash."""
+        assert self.disks is not None
+        self.say(f"mounting {len(self.nodes)} nodes' disks on lossyfs ...")
+        for n in self.nodes:
+            backing = self.node_dir(n) / "disk.backing"
+            os.replace(self.disk(n), backing)
+            self.disk(n).mkdir()
+            self._mounts.append(self.disks.mount(backing, self.disk(n)))
 
     def _node(self, name: str) -> NodePlan:
         return next(n for n in self.nodes if n.name == name)
@@ -242,7 +296,8 @@ class EmbeddedApacheKafka:
                     raise self._died(n)
             # no client before every broker's port answers: librdkafka would log each refused connect
             if admin is None and all(_listening(n.address, BROKER_PORT) for n in self.nodes if n.is_broker):
-                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000})
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000,
+                                     **self._client_settings()})
             try:
                 seen = len(admin.list_topics(timeout=2).brokers) if admin is not None else 0
             except Exception:  # noqa: BLE001 - not up yet
@@ -252,6 +307,18 @@ class EmbeddedApacheKafka:
             time.sleep(0.25)
         raise InfraError(f"Apache Kafka {self.version}: {seen} of {want} brokers registered within {timeout:g}s "
                          f"(logs: {self.dir}/<node>/logs/server.log)")
+
+    def _client_settings(self) -> dict[str, str]:
+        """librdkafka's settings for the readiness probe on a secured listener (the run's own clients
+        get theirs from the generated inventory's kafka_client)."""
+        sec = self.security
+        if sec is None:
+            return {}
+        conf = {"security.protocol": sec.protocol, "ssl.ca.location": sec.ca_cert}
+        if sec.protocol == "SASL_SSL":
+            conf.update({"sasl.mechanism": str(sec.mechanism), "sasl.username": str(sec.username),
+                         "sasl.password": sec.password()})
+        return conf
 
     def _died(self, n: NodePlan) -> Exception:
         text = ""
@@ -286,7 +353,7 @@ class EmbeddedApacheKafka:
         for n in self.nodes:
             host: dict[str, Any] = {
                 "ansible_host": n.address, "faultline_netns": n.netns, "kafka_node_id": n.node_id,
-                "kafka_listeners": (f"PLAINTEXT://{n.address}:{BROKER_PORT}" if n.is_broker
+                "kafka_listeners": (f"{self.listener}://{n.address}:{BROKER_PORT}" if n.is_broker
                                     else f"CONTROLLER://{n.address}:{CONTROLLER_PORT}"),
                 "kafka_service": {"command": self._commands[n.name], "pidfile": str(self.dir / f"{n.name}.pid"),
                                   "log": str(self.node_dir(n) / "process.log"), "format": self.format_command(n)},
@@ -300,9 +367,12 @@ class EmbeddedApacheKafka:
                 host["kafka_metadata_log_dir"] = str(self.metadata_dir(n))
             (controllers if n.role == "controller" else brokers)[n.name] = host
         assert self.net is not None
-        doc = {"all": {"vars": {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
-                                "kafka_cluster_id": self.cluster_id, "kafka_implementation": "apache-kafka",
-                                "faultline_harness_address": self.net.gateway},
+        gvars: dict[str, Any] = {"faultline_transport": "local", "kafka_bootstrap": self.bootstrap,
+                                 "kafka_cluster_id": self.cluster_id, "kafka_implementation": "apache-kafka",
+                                 "faultline_harness_address": self.net.gateway}
+        if self.security:
+            gvars["kafka_client"] = self.security.client(Path(self.security.ca_cert))
+        doc = {"all": {"vars": gvars,
                        "children": {"brokers": {"hosts": brokers},
                                     **({"controllers": {"hosts": controllers}} if controllers else {})}}}
         path = self.run_dir / "inventory.yaml"
@@ -314,37 +384,58 @@ class EmbeddedApacheKafka:
         return json.loads((self.dir / "features.json").read_text(encoding="utf-8"))
 
     def _features(self) -> dict[str, Any]:
-        """What the cluster runs: the releases, the metadata.version it was formatted with, and the
-        gates kraftsim's table of Kafka's versions gives that pair (kraftsim/features.py: each
-        gate cites the Kafka code and release), so the stories can name what decided a mechanism."""
-        sets = [f"kafka.version={self.version}"]
-        if self.metadata_version:
-            sets.append(f"metadata.version={self.metadata_version}")
-        if self.controller_version != self.version:
-            sets.append(f"controller.kafka.version={self.controller_version}")
-        for k, v in self.kafka.features.items():
-            sets.append(f"{k}={v}")
-        cmd = [sys.executable, "-m", "kraftsim", "features", *sum((["--set", s] for s in sets), [])]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        doc: dict[str, Any] = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else {}
-        if p.returncode != 0:
-            doc = {"kafka.version": self.version, "metadata.version": self.metadata_version,
-                   "gates_unknown": (p.stderr or "").strip()[:300]}
-        doc.update({"implementation": "apache-kafka", "gates_source": "kraftsim/features.py (Kafka's versions, cited)",
-                    "cluster.id": self.cluster_id})
-        return doc
+        """What the cluster runs (:func:`features_of`), with the metadata.version the format wrote."""
+        return features_of(self.version, self.kafka, self.metadata_version, self.cluster_id)
 
     def stop(self) -> None:
-        """SIGKILL every JVM (the run's logs are already collected), remove the network, done."""
+        """SIGKILL every JVM (the run's logs are already collected), unmount the disks, remove the
+        network, done."""
         kill_embedded({"dir": str(self.dir)})
+        problems = []
+        for m in reversed(self._mounts):
+            try:
+                self.disks.unmount(m)  # type: ignore[union-attr]
+            except Exception as e:  # noqa: BLE001 - the rest still goes; the ledger entry stays for heal
+                problems.append(f"{getattr(m, 'mountpoint', m)}: {e}")
+        self._mounts.clear()
         left = remove_net(self.net.record()) if self.net is not None else []
-        if left:
-            raise InfraError(f"could not remove the cluster's network: {', '.join(left)} (run `faultline heal`)")
+        if left or problems:
+            raise InfraError(f"could not remove the cluster's {'network: ' + ', '.join(left) if left else ''}"
+                             f"{'; disks: ' + '; '.join(problems) if problems else ''} (run `faultline heal`)")
         self.ledger.healed(self.entry_id)
 
 
 #: the first line of every inventory this launcher writes (harness/heal.py knows generated ones by it)
 GENERATED_HEADER = "# generated by faultline: the embedded Apache Kafka cluster of this run\n"
+
+
+def features_of(version: str, s: KafkaSettings, metadata_version: str | None = None,
+                cluster_id: str | None = None) -> dict[str, Any]:
+    """What a real cluster of ``version`` with settings ``s`` runs: the releases, the metadata.version
+    (the one the format wrote, else the campaign's), and the gates kraftsim's table of Kafka's
+    versions gives that pair (kraftsim/features.py: each gate cites the Kafka code and release), so
+    the stories can name what decided a mechanism on real Kafka too. Starts nothing but
+    ``python -m kraftsim cluster --check``."""
+    sets: dict[str, Any] = {"kafka.version": version, **s.features}
+    if metadata_version or s.metadata_version:
+        sets["metadata.version"] = metadata_version or s.metadata_version
+    if s.controller_release and s.controller_release != version:
+        sets["controller.kafka.version"] = s.controller_release
+    try:
+        doc = check_settings(1, 1, sets)
+    except (ConfigError, InfraError) as e:
+        doc = {"kafka.version": version, "metadata.version": metadata_version, "gates_unknown": str(e)}
+    doc.update({"implementation": "apache-kafka", "gates_source": "kraftsim/features.py (Kafka's versions, cited)"})
+    if cluster_id:
+        doc["cluster.id"] = cluster_id
+    return doc
+
+
+def planned_features(version: str | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """:func:`features_of` for a campaign not yet run (`faultline campaign check`): ConfigError for
+    what real Kafka would refuse, nothing started."""
+    s = sort(settings)
+    return features_of(resolve_release(version, s), s)
 
 
 def resolve_release(version: str | None, s: KafkaSettings) -> str:

@@ -15,35 +15,20 @@ from pathlib import Path
 
 PATTERN = "[%d] %p %m (%c)%n"
 
+def _daily(name: str, file: str) -> str:
+    return (f"log4j.appender.{name}=org.apache.log4j.DailyRollingFileAppender\n"
+            f"log4j.appender.{name}.DatePattern='.'yyyy-MM-dd-HH\n"
+            f"log4j.appender.{name}.File=${{kafka.logs.dir}}/{file}\n"
+            f"log4j.appender.{name}.layout=org.apache.log4j.PatternLayout\n"
+            f"log4j.appender.{name}.layout.ConversionPattern={PATTERN}\n\n")
+
+
 #: config/log4j.properties of 3.9.0 (the same from 3.4 on), without the stdout appender
-LOG4J1 = f"""# Kafka's config/log4j.properties (3.x), as faultline's embedded Apache Kafka target runs it
-log4j.rootLogger=INFO, kafkaAppender
-
-log4j.appender.kafkaAppender=org.apache.log4j.DailyRollingFileAppender
-log4j.appender.kafkaAppender.DatePattern='.'yyyy-MM-dd-HH
-log4j.appender.kafkaAppender.File=${{kafka.logs.dir}}/server.log
-log4j.appender.kafkaAppender.layout=org.apache.log4j.PatternLayout
-log4j.appender.kafkaAppender.layout.ConversionPattern={PATTERN}
-
-log4j.appender.stateChangeAppender=org.apache.log4j.DailyRollingFileAppender
-log4j.appender.stateChangeAppender.DatePattern='.'yyyy-MM-dd-HH
-log4j.appender.stateChangeAppender.File=${{kafka.logs.dir}}/state-change.log
-log4j.appender.stateChangeAppender.layout=org.apache.log4j.PatternLayout
-log4j.appender.stateChangeAppender.layout.ConversionPattern={PATTERN}
-
-log4j.appender.controllerAppender=org.apache.log4j.DailyRollingFileAppender
-log4j.appender.controllerAppender.DatePattern='.'yyyy-MM-dd-HH
-log4j.appender.controllerAppender.File=${{kafka.logs.dir}}/controller.log
-log4j.appender.controllerAppender.layout=org.apache.log4j.PatternLayout
-log4j.appender.controllerAppender.layout.ConversionPattern={PATTERN}
-
-log4j.appender.cleanerAppender=org.apache.log4j.DailyRollingFileAppender
-log4j.appender.cleanerAppender.DatePattern='.'yyyy-MM-dd-HH
-log4j.appender.cleanerAppender.File=${{kafka.logs.dir}}/log-cleaner.log
-log4j.appender.cleanerAppender.layout=org.apache.log4j.PatternLayout
-log4j.appender.cleanerAppender.layout.ConversionPattern={PATTERN}
-
-log4j.logger.kafka=INFO
+LOG4J1 = ("# Kafka's config/log4j.properties (3.x), as faultline's embedded Apache Kafka target runs it\n"
+          "log4j.rootLogger=INFO, kafkaAppender\n\n"
+          + _daily("kafkaAppender", "server.log") + _daily("stateChangeAppender", "state-change.log")
+          + _daily("controllerAppender", "controller.log") + _daily("cleanerAppender", "log-cleaner.log")
+          + """log4j.logger.kafka=INFO
 log4j.logger.org.apache.kafka=INFO
 log4j.logger.kafka.request.logger=WARN
 log4j.logger.kafka.network.RequestChannel$=WARN
@@ -55,7 +40,7 @@ log4j.logger.kafka.log.LogCleaner=INFO, cleanerAppender
 log4j.additivity.kafka.log.LogCleaner=false
 log4j.logger.state.change.logger=INFO, stateChangeAppender
 log4j.additivity.state.change.logger=false
-"""
+""")
 
 
 def _rolling(name: str, file: str, rolled: str) -> str:

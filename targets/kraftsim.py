@@ -41,6 +41,27 @@ def read_properties(path: Path) -> dict[str, str]:
     return props
 
 
+def kraftsim_set_args(settings: dict[str, Any]) -> list[str]:
+    """Target settings as ``python -m kraftsim cluster`` arguments (``--set key=value``)."""
+    return [a for k, v in settings.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
+
+
+def check_settings(brokers: int, controllers: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """What kraftsim's start would refuse, asked without starting anything (``python -m kraftsim
+    cluster --check``): ConfigError with kraftsim's line, else the features in force (kafka.version,
+    metadata.version, every gate and what decided it). kraftsim's table of Kafka's versions
+    (kraftsim/features.py) is also what a real Apache Kafka cluster's record is read from."""
+    cmd = [sys.executable, "-m", "kraftsim", "cluster", "--check", "--dir", "-", "--brokers", str(brokers),
+           "--controllers", str(controllers), *kraftsim_set_args(settings)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode == 2:
+        raise ConfigError(None, "target.settings", f"kraftsim refuses the cluster settings: "
+                          f"{(p.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+    if p.returncode != 0:
+        raise InfraError(f"`python -m kraftsim cluster --check` exited {p.returncode}: {p.stderr.strip()[-300:]}")
+    return json.loads(p.stdout)
+
+
 class EmbeddedKraftsim:
     """``python -m kraftsim cluster`` for one run, registered in the ledger as a process."""
 
@@ -81,9 +102,7 @@ class EmbeddedKraftsim:
                "--host-prefix", self.host_prefix]
         if self.controllers > 1:  # a KRaft controller quorum (default: the single controller)
             cmd += ["--controllers", str(self.controllers)]
-        for k, v in self.settings.items():
-            cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-        return cmd
+        return cmd + kraftsim_set_args(self.settings)
 
     def start(self, timeout: float = 90.0) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -6,17 +6,7 @@ connection to its node's own loopback address, so its nodes can share this machi
 A real Kafka JVM does not: Kafka's NetworkClient never binds a local address, so every connection
 between two nodes on ``lo`` comes from 127.0.0.1 and no rule could tell broker 2 from broker 3.
 Each real node therefore runs in a network namespace of its own, with one veth on a bridge, as
-on a lab of separate hosts; the harness and the clients reach them through the gateway address.
-
-The bridge lives in a namespace of its own too (the hub, named like the cluster: ``flkTAG``),
-joined to this machine by one veth (``flkTAG`` here, holding the gateway address). Why not a
-bridge in this machine's namespace: wherever br_netfilter is loaded (dockerd loads it, with
-FORWARD's policy at DROP), frames between two ports of a bridge pass the iptables FORWARD chain
-of the bridge's namespace - the kernel asks ``bridge-nf-call-iptables`` of the namespace *or* the
-bridge's own ``nf_call_iptables`` (net/bridge/br_netfilter_hooks.c, br_nf_pre_routing), so a
-bridge cannot opt out while the machine's switch is on, and dockerd's DROP cut every node from
-every other. The hub's own FORWARD chain is empty, so nothing in this machine's ruleset is
-touched or needed; traffic between the harness and a node is plain INPUT/OUTPUT here.
+on a lab of separate hosts; the harness and the clients reach them through the bridge's address.
 
 Addresses come from faultline's own subnet (10.250.0.0/16, docs/architecture.md): a free /24 in
 10.250.64.0/18 per cluster, refused when anything on this machine already routes it. Needs root
@@ -24,8 +14,7 @@ Addresses come from faultline's own subnet (10.250.0.0/16, docs/architecture.md)
 
 Everything is created after its names are in the heal ledger (``record()``), and
 :func:`remove` undoes it from that record alone, so `faultline heal` removes what a killed run
-left: processes in the namespaces, the namespaces (the hub's bridge and veths go with it) and
-this machine's end of the uplink.
+left: processes in the namespaces, the namespaces, the veths, the bridge and its FORWARD rule.
 """
 from __future__ import annotations
 
@@ -34,6 +23,8 @@ import fcntl
 import ipaddress
 import os
 import random
+import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -43,11 +34,13 @@ from typing import Any, Iterator
 
 from targets.base import InfraError
 
+#: per-namespace /etc files ``ip netns exec`` binds over /etc (ip-netns(8))
+ETC_NETNS = Path("/etc/netns")
 #: where the embedded clusters' subnets come from: the upper quarter of faultline's 10.250.0.0/16
 #: (the test labs use 10.250.1-63.0/24, tests/support/netlab.py)
 POOL = ipaddress.ip_network("10.250.64.0/18")
-#: the comment of the FORWARD rule an earlier version added for its bridge in this machine's
-#: namespace; :func:`remove` still deletes it from such a run's ledger record
+#: the comment of the FORWARD rule that lets the bridge forward (dockerd sets FORWARD's policy to DROP
+#: and loads br_netfilter, which would drop traffic between the namespaces)
 FORWARD_TAG = "faultline-net:"
 
 
@@ -99,25 +92,19 @@ def free_subnet(rng: random.Random | None = None) -> ipaddress.IPv4Network:
 class NodeNet:
     host: str
     netns: str
-    veth: str          # the hub's end, on the bridge
+    veth: str          # the host end, on the bridge
     address: str
 
 
 @dataclass
 class ClusterNet:
-    """The hub (a namespace holding the bridge), the uplink holding the gateway (this machine as the
-    nodes see it) and one namespace per node."""
+    """The bridge, its gateway (this machine as the nodes see it) and one namespace per node."""
     tag: str                                  # 4 hex digits: unique per cluster, part of every name
     subnet: ipaddress.IPv4Network
     nodes: dict[str, NodeNet] = field(default_factory=dict)
 
     @property
     def bridge(self) -> str:
-        """The name of this machine's end of the uplink, and of the hub namespace."""
-        return f"flk{self.tag}"
-
-    @property
-    def hub(self) -> str:
         return f"flk{self.tag}"
 
     @property
@@ -134,8 +121,8 @@ class ClusterNet:
 
     def record(self) -> dict[str, Any]:
         """What :func:`remove` needs (the heal ledger holds it before anything exists)."""
-        return {"bridge": self.bridge, "netns": [self.hub, *(n.netns for n in self.nodes.values())],
-                "veths": [], "subnet": str(self.subnet)}
+        return {"bridge": self.bridge, "netns": [n.netns for n in self.nodes.values()],
+                "veths": [n.veth for n in self.nodes.values()], "subnet": str(self.subnet)}
 
     def up(self) -> None:
         why = can_create()
@@ -151,22 +138,26 @@ class ClusterNet:
                     n.address = str(self.subnet.network_address + 10 + i)
             self._create()
 
+    def _write_etc(self, n: NodeNet) -> None:
+        _write_etc_files(n.netns, {x.host: x.address for x in self.nodes.values()})
+
     def _create(self) -> None:
         try:
-            hub = ("-n", self.hub)
-            _ip("netns", "add", self.hub)
-            _ip(*hub, "link", "add", "br0", "type", "bridge")
-            _ip(*hub, "link", "set", "br0", "up")
-            _ip("link", "add", self.bridge, "type", "veth", "peer", "name", "uplink", "netns", self.hub)
-            _ip(*hub, "link", "set", "uplink", "master", "br0")
-            _ip(*hub, "link", "set", "uplink", "up")
+            # dockerd loads br_netfilter (frames between the nodes go through the host's FORWARD chain)
+            # and sets FORWARD's policy to DROP: let this bridge forward. The bridge's own
+            # nf_call_iptables switch cannot do it - the kernel calls iptables when either it or the
+            # namespace's net.bridge.bridge-nf-call-iptables is on (br_netfilter_hooks.c)
+            _ip("link", "add", self.bridge, "type", "bridge")
+            subprocess.run(["iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT",
+                            "-m", "comment", "--comment", FORWARD_TAG + self.bridge], capture_output=True, check=False)
             _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
             for n in self.nodes.values():
                 _ip("netns", "add", n.netns)
-                _ip(*hub, "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
-                _ip(*hub, "link", "set", n.veth, "master", "br0")
-                _ip(*hub, "link", "set", n.veth, "up")
+                self._write_etc(n)
+                _ip("link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
+                _ip("link", "set", n.veth, "master", self.bridge)
+                _ip("link", "set", n.veth, "up")
                 for args in (("addr", "add", f"{n.address}/{self.subnet.prefixlen}", "dev", "eth0"),
                              ("link", "set", "eth0", "up"), ("link", "set", "lo", "up"),
                              ("route", "add", "default", "via", self.gateway)):
@@ -176,11 +167,30 @@ class ClusterNet:
             raise
 
 
+def _etc(netns: str) -> Path:
+    return ETC_NETNS / netns
+
+
+def _write_etc_files(netns: str, names: dict[str, str]) -> None:
+    """``/etc/netns/NS/hosts`` and ``resolv.conf``, which ``ip netns exec`` binds over /etc inside the
+    namespace: every node's name and address, and no name server. Why: a JVM in the namespace
+    resolves addresses - Kafka's SASL server asks the listener address's host name before it
+    creates a SaslServer (SaslServerAuthenticator.createSaslServer, serverAddress().getHostName()) -
+    and the machine's own name server is unreachable from the cluster's network, so every lookup
+    waited out its timeouts (SASL handshakes hung past the clients' 5 s)."""
+    d = _etc(netns)
+    d.mkdir(parents=True, exist_ok=True)
+    lines = ["127.0.0.1 localhost", f"127.0.1.1 {socket.gethostname()}"] + [f"{a} {h}" for h, a in names.items()]
+    (d / "hosts").write_text("# faultline: the embedded cluster's nodes\n" + "\n".join(lines) + "\n")
+    (d / "resolv.conf").write_text("# faultline: no name server in the embedded cluster's network\n"
+                                   "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+
+
 @contextlib.contextmanager
 def _subnet_lock() -> Iterator[None]:
     """An exclusive lock for this machine (flock: released when the process dies). Not in the
-    state dir: subnets are the machine's, and runs with different state dirs (tests set their own
-    FAULTLINE_STATE_DIR) must not pick one /24 together either."""
+    state dir: subnets are the machine's, and runs with state dirs of their own (tests set
+    FAULTLINE_STATE_DIR per run) must not pick one /24 together either."""
     with open(Path(tempfile.gettempdir()) / "faultline-cluster-net.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -202,6 +212,7 @@ def remove(record: dict[str, Any], timeout: float = 10.0) -> list[str]:
             except (OSError, ValueError):
                 pass
         _ip("netns", "del", ns, check=False)
+        shutil.rmtree(_etc(ns), ignore_errors=True)
     veths = list(record.get("veths") or [])
     for v in veths:
         _ip("link", "del", "dev", v, check=False)

@@ -9,6 +9,8 @@ Every module's imports (module level, inside functions, under TYPE_CHECKING: all
   shared history format, ``workloads/history.py``), never each other otherwise, never ``harness/``;
 * ``kraftsim/`` imports only the standard library, kio (with crc32c, kio's own dependency) and
   itself; nothing imports kraftsim (faultline starts it as a program);
+* ``lossyfs/`` imports only the standard library, mfusepy and itself; nothing imports lossyfs
+  (faultline starts it as a program, ``python -m lossyfs``);
 * ``benchmarks/`` sit at the top: they may import anything, and nothing imports them;
 * no import cycle among all of these modules (a name computed at run time, such as the
   nemesis catalog's ``import_module(f"nemeses.{name}")``, is no edge: only a literal is).
@@ -28,7 +30,7 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("groundwork", "nemeses", "workloads", "checkers", "targets", "harness", "kraftsim")
+PACKAGES = ("groundwork", "nemeses", "workloads", "checkers", "targets", "harness", "kraftsim", "lossyfs")
 #: scripts above every floor (run as ``python benchmarks/X.py``, so they import each other by
 #: their bare file names): they may import anything, nothing may import them
 BENCHMARKS = "benchmarks"
@@ -47,6 +49,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 #: crc32c, which kio itself requires for the record batch checksum (Kafka's DefaultRecordBatch
 #: CRC-32C) - kraftsim computes it with the same library rather than a second implementation
 KRAFTSIM_THIRD_PARTY = ("kio", "crc32c")
+#: packages that stand apart as programs: nothing of faultline imports them, and they import only
+#: the standard library, themselves and these third-party roots
+APART: dict[str, tuple[str, ...]] = {"kraftsim": KRAFTSIM_THIRD_PARTY, "lossyfs": ("mfusepy",)}
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -177,14 +182,15 @@ def floor_violations(root: Path) -> list[str]:
                 if top == BENCHMARKS:
                     found.append(f"{rel}:{line}: {package} imports {name} (benchmarks sit at the top: nothing imports them)")
                     continue
-                if package == "kraftsim":
-                    if top not in stdlib and top != "kraftsim" and top not in KRAFTSIM_THIRD_PARTY and top != "__future__":
-                        found.append(f"{rel}:{line}: kraftsim imports {name} (only the standard library, kio and itself)")
+                if package in APART:
+                    if top not in stdlib and top != package and top not in APART[package] and top != "__future__":
+                        found.append(f"{rel}:{line}: {package} imports {name} (only the standard library, "
+                                     f"{', '.join(APART[package])} and itself)")
                     continue
                 if top not in PACKAGES or top == package:
                     continue
-                if top == "kraftsim":
-                    found.append(f"{rel}:{line}: {package} imports {name} (kraftsim is a program, never imported)")
+                if top in APART:
+                    found.append(f"{rel}:{line}: {package} imports {name} ({top} is a program, never imported)")
                 elif not any(_under(name, ok) for ok in ALLOWED[package]):
                     found.append(f"{rel}:{line}: {package} imports {name} (its floor may import "
                                  f"{', '.join(ALLOWED[package]) or 'nothing of faultline'})")
@@ -310,6 +316,10 @@ def _cycle_through(found: list[str], *modules: str) -> bool:
     ("harness/runner.py", "import kraftsim.cluster", "harness imports kraftsim.cluster"),
     ("kraftsim/config.py", "import yaml", "kraftsim imports yaml"),
     ("kraftsim/config.py", "from harness import cli", "kraftsim imports harness.cli"),
+    ("lossyfs/fs.py", "import yaml", "lossyfs imports yaml"),
+    ("lossyfs/daemon.py", "from nemeses import lossyfs", "lossyfs imports nemeses.lossyfs"),
+    ("nemeses/lossyfs.py", "def _f():\n    import lossyfs.control", "nemeses imports lossyfs.control"),
+    ("kraftsim/config.py", "import mfusepy", "kraftsim imports mfusepy"),
     ("checkers/evidence.py", "from . import verdict", "checkers: import cycle"),
     # an importlib call with a literal name is an import like any other
     ("nemeses/base.py", "def _f():\n    import importlib\n    return importlib.import_module('harness.runner')",

@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from workloads.history import JsonlWriter
 from workloads.kafka_wire import KafkaConnection, WireError
+from workloads.security import PLAINTEXT, ClientSecurity
 
 DESCRIBE_QUORUM_API_KEY = 55
 METADATA_TOPIC, METADATA_PARTITION = "__cluster_metadata", 0
@@ -72,8 +73,9 @@ def _schemas(version: int) -> tuple[Any, Any, Any, Any]:
 class _Target:
     """One broker address with its own connection and what it supports."""
 
-    def __init__(self, host: str, port: int, timeout: float):
-        self.conn = KafkaConnection(host, port, timeout=timeout, client_id="faultline-quorum-observer")
+    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity = PLAINTEXT):
+        self.conn = KafkaConnection(host, port, timeout=timeout, client_id="faultline-quorum-observer",
+                                    security=security)
         self.version: int | None = None   # DescribeQuorum version to send; None = not asked yet
         self.unsupported = False
         self.failed_at = -1e9
@@ -134,8 +136,9 @@ class QuorumSampler:
     def __init__(self, addresses: Callable[[], list[tuple[str, int]]], out_path: str | Path,
                  now: Callable[[], float], interval: float = 0.25,
                  node_of: Callable[[tuple[str, int]], int | None] | None = None,
-                 request_timeout: float = REQUEST_TIMEOUT_S):
+                 request_timeout: float = REQUEST_TIMEOUT_S, security: ClientSecurity = PLAINTEXT):
         self.addresses, self.out_path, self.now, self.interval = addresses, Path(out_path), now, interval
+        self.security = security
         self.node_of = node_of or (lambda _a: None)
         self._timeout = request_timeout
         self._targets: dict[tuple[str, int], _Target] = {}
@@ -152,7 +155,7 @@ class QuorumSampler:
     def _target(self, addr: tuple[str, int]) -> _Target:
         t = self._targets.get(addr)
         if t is None:
-            t = self._targets[addr] = _Target(*addr, self._timeout)
+            t = self._targets[addr] = _Target(*addr, self._timeout, self.security)
         return t
 
     def sample(self) -> dict[str, Any] | None:

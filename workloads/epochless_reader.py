@@ -46,6 +46,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from workloads import history as h
 from workloads._worker import ERRORS, READ, Control, ReaderBacked, Worker
 from workloads.kafka_wire import KafkaConnection, WireError, parse_bootstrap
+from workloads.security import PLAINTEXT, ClientSecurity
 from workloads.producer import partition_list
 
 #: librdkafka's topic.metadata.refresh.interval.ms default
@@ -64,6 +65,7 @@ class EpochlessReaderSpec:
     now: Callable[[], float]
     fetch_wait_ms: int = 100
     metadata_refresh_s: float = METADATA_REFRESH_S
+    security: ClientSecurity = PLAINTEXT
 
 
 class _State:
@@ -92,7 +94,7 @@ def _metadata(state: _State) -> None:
     spec = state.spec
     addrs = list(parse_bootstrap(spec.bootstrap)) + [a for a in state.brokers.values()]
     for host, port in addrs:
-        conn = KafkaConnection(host, port, timeout=2.0, client_id=spec.process)
+        conn = KafkaConnection(host, port, timeout=2.0, client_id=spec.process, security=spec.security)
         try:
             resp = conn.request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName(spec.topic)),),
                                                 allow_auto_topic_creation=False,
@@ -154,7 +156,8 @@ def _broker_loop(state: _State, broker: int) -> None:
         if conn is None or (conn.host, conn.port) != addr:
             if conn is not None:
                 conn.close()
-            conn = KafkaConnection(*addr, timeout=2.0 + spec.fetch_wait_ms / 1000, client_id=spec.process)
+            conn = KafkaConnection(*addr, timeout=2.0 + spec.fetch_wait_ms / 1000, client_id=spec.process,
+                                   security=spec.security)
         req = FetchRequest(replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=spec.fetch_wait_ms)),
                            min_bytes=i32(1), max_bytes=i32(16 << 20), isolation_level=i8(0),
                            session_id=i32(0), session_epoch=i32(-1), forgotten_topics_data=(), rack_id="",
@@ -235,10 +238,12 @@ class EpochlessReaderWorkload(ReaderBacked):
 
     def __init__(self, process: str, bootstrap: str, topic: str, partitions: int | Sequence[int],
                  history_dir: str | Path, now: Callable[[], float], *, fetch_wait_ms: int = 100,
-                 metadata_refresh_s: float = METADATA_REFRESH_S, mode: str = "process"):
+                 metadata_refresh_s: float = METADATA_REFRESH_S, mode: str = "process",
+                 security: ClientSecurity = PLAINTEXT):
         self.process = process
         self.history_path = Path(history_dir) / f"{process}.jsonl"
         self.spec = EpochlessReaderSpec(process=process, bootstrap=bootstrap, topic=topic,
                                         partitions=partition_list(partitions), history_path=str(self.history_path),
-                                        now=now, fetch_wait_ms=fetch_wait_ms, metadata_refresh_s=metadata_refresh_s)
+                                        now=now, fetch_wait_ms=fetch_wait_ms, metadata_refresh_s=metadata_refresh_s,
+                                        security=security)
         self._worker = Worker(f"epochless-reader:{process}", _reader_main, self.spec, 2, mode)

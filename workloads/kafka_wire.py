@@ -4,7 +4,8 @@ Why not confluent-kafka here: librdkafka's metadata API exposes leader and ISR b
 leader epoch nor the Eligible Leader Replicas (KIP-966), and it caches metadata; the
 observer needs both, fresh, per request. kio provides the message structs and their
 (de)serialisation; this module adds only what kio leaves out: framing (int32 size prefix),
-request headers with correlation ids, and a socket with timeouts.
+request headers with correlation ids, and a socket with timeouts - TLS and SASL where the
+listener wants them (workloads/security.py, the same settings librdkafka's clients get).
 """
 from __future__ import annotations
 
@@ -16,12 +17,18 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from workloads.security import PLAINTEXT, AuthenticationFailed, ClientSecurity
+
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE = 64 * 1024 * 1024
 
 
 class WireError(Exception):
     """The broker could not be reached or answered something unreadable."""
+
+
+class WireAuthError(WireError):
+    """The broker refused the connection's TLS handshake or SASL credentials."""
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
@@ -45,18 +52,28 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 class KafkaConnection:
     """One TCP connection to one broker; ``request()`` sends and waits for the answer."""
 
-    def __init__(self, host: str, port: int, timeout: float = 1.0, client_id: str = "faultline"):
+    def __init__(self, host: str, port: int, timeout: float = 1.0, client_id: str = "faultline",
+                 security: ClientSecurity = PLAINTEXT):
         self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        self.security = security
         self._sock: socket.socket | None = None
         self._correlation = 0
 
     def connect(self) -> None:
         if self._sock is None:
             try:
-                self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-                self._sock.settimeout(self.timeout)
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+                sock.settimeout(self.timeout)
+                self._sock = self.security.wrap(sock, self.host)
+            except AuthenticationFailed as exc:
+                raise WireAuthError(str(exc)) from None
             except OSError as exc:
                 raise WireError(f"{self.host}:{self.port}: {exc}") from None
+            try:
+                self.security.authenticate(self._exchange)
+            except AuthenticationFailed as exc:
+                self.close()
+                raise WireAuthError(f"{self.host}:{self.port}: {exc}") from None
 
     def close(self) -> None:
         if self._sock is not None:
@@ -78,6 +95,10 @@ class KafkaConnection:
     def request(self, req: Any, response_type: type) -> Any:
         """Send one kio request entity; return the decoded kio response entity."""
         self.connect()
+        return self._exchange(req, response_type)
+
+    def _exchange(self, req: Any, response_type: type) -> Any:
+        """One request and its response on the open connection (SASL's own exchange uses it too)."""
         self._correlation = (self._correlation + 1) % (1 << 31)
         header_type = type(req).__header_schema__
         header = header_type(request_api_key=i16(type(req).__api_key__),
@@ -110,3 +131,27 @@ class KafkaConnection:
             self.close()
             raise WireError(f"{self.host}:{self.port}: cannot decode {response_type.__name__}: {exc}") from None
         return resp
+
+
+def probe(bootstrap: str, security: ClientSecurity = PLAINTEXT, timeout: float = 5.0) -> str | None:
+    """Can a client of these settings talk to the cluster? Opens a connection to each bootstrap
+    broker in turn (TLS and SASL as configured) and asks ApiVersions; None on the first that
+    answers, else the one line why not - an authentication failure wins over an unreachable
+    broker, since it is what the user must fix."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+
+    last = "no bootstrap broker"
+    for host, port in parse_bootstrap(bootstrap):
+        conn = KafkaConnection(host, port, timeout=timeout, client_id="faultline-probe", security=security)
+        try:
+            conn.request(ApiVersionsRequest(client_software_name="faultline", client_software_version="0.1"),
+                         ApiVersionsResponse)
+            return None
+        except WireAuthError as e:
+            return f"authentication failed: {e}"
+        except WireError as e:
+            last = str(e)
+        finally:
+            conn.close()
+    return f"no bootstrap broker answered ({last})"

@@ -52,6 +52,7 @@ from kio.schema.types import TopicName
 from workloads.controller_quorum import QuorumSampler
 from workloads.history import JsonlWriter
 from workloads.kafka_wire import KafkaConnection, WireError, parse_bootstrap
+from workloads.security import PLAINTEXT, ClientSecurity
 
 BACKOFF_S = 2.0
 BROKER_REFRESH_S = 5.0
@@ -65,9 +66,10 @@ def _ids(nodes: Any) -> list[int] | None:
 class _Broker:
     """One broker the observer may ask, with what it supports and when it last failed."""
 
-    def __init__(self, host: str, port: int, node_id: int | None, timeout: float):
+    def __init__(self, host: str, port: int, node_id: int | None, timeout: float,
+                 security: ClientSecurity = PLAINTEXT):
         self.node_id = node_id
-        self.conn = KafkaConnection(host, port, timeout=timeout, client_id="faultline-observer")
+        self.conn = KafkaConnection(host, port, timeout=timeout, client_id="faultline-observer", security=security)
         self.apis: dict[int, tuple[int, int]] | None = None
         self.failed_at = -1e9
 
@@ -94,7 +96,7 @@ class Observer:
 
     def __init__(self, bootstrap: str, topic: str, out_path: str | Path, now: Callable[[], float],
                  interval: float = 0.25, request_timeout: float = 1.0,
-                 quorum_path: str | Path | None = "controller-quorum.jsonl"):
+                 quorum_path: str | Path | None = "controller-quorum.jsonl", security: ClientSecurity = PLAINTEXT):
         """``quorum_path``: where the controller quorum goes (relative: beside ``out_path``);
         ``None``: do not sample it."""
         self.topic, self.now, self.interval = topic, now, interval
@@ -103,10 +105,11 @@ class Observer:
         if quorum_path is not None:
             qp = Path(quorum_path)
             self.quorum = QuorumSampler(lambda: list(self._brokers), qp if qp.is_absolute() else self.out_path.parent / qp,
-                                        now, interval=interval, node_of=self._node_of)
+                                        now, interval=interval, node_of=self._node_of, security=security)
         self._timeout = request_timeout
+        self.security = security
         self._brokers: dict[tuple[str, int], _Broker] = {
-            addr: _Broker(*addr, None, request_timeout) for addr in parse_bootstrap(bootstrap)}
+            addr: _Broker(*addr, None, request_timeout, security) for addr in parse_bootstrap(bootstrap)}
         self._latest: dict[int, dict[str, Any]] = {}
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -126,7 +129,7 @@ class Observer:
             addr = (str(b.host), int(b.port))
             known = self._brokers.get(addr)
             if known is None:
-                self._brokers[addr] = _Broker(*addr, int(b.node_id), self._timeout)
+                self._brokers[addr] = _Broker(*addr, int(b.node_id), self._timeout, self.security)
             else:
                 known.node_id = int(b.node_id)
 

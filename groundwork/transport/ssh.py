@@ -11,6 +11,13 @@ Why these choices:
   "incarnations": the host comes back as a new incarnation) drops the connection; the
   transport reconnects with tenacity's exponential backoff, and only connection errors
   are retried — a wrong key or host key fails at once with one line.
+- ``~/.ssh/config`` (or the inventory's ``faultline_ssh_config``) is read as OpenSSH reads it,
+  with paramiko's ``SSHConfig``, for the name the inventory gives (``ansible_host``): HostName,
+  User, Port, IdentityFile and ProxyJump. A value the inventory gives wins (docs/inventory.md).
+  A jump host (ProxyJump, hops separated by commas) is reached first and the next hop through a
+  ``direct-tcpip`` channel of its transport, as ``ssh -J`` does; each jump host's own settings
+  come from the same config file, and its host key is verified against the same known_hosts as
+  the target's. ProxyCommand is refused with one line (it would run a local command).
 - ``sudo`` is what the inventory grants (``faultline_sudo``): ``run(..., sudo=True)`` is
   wrapped in ``sudo -n`` (or ``sudo -S`` fed from the environment variable named by
   ``faultline_sudo_password_env``); the password goes over the channel's stdin only and
@@ -22,6 +29,7 @@ import os
 import shlex
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,15 +56,74 @@ class _Fatal(Exception):
         self.err = err
 
 
+@dataclass(frozen=True)
+class Hop:
+    """One host to connect to, its settings resolved (inventory first, then ssh config)."""
+    alias: str                      # the name looked up in the ssh config
+    host: str                       # HostName
+    port: int
+    user: str
+    key_files: tuple[str, ...]      # IdentityFile(s); empty: the agent and default keys
+
+    @property
+    def where(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+def read_ssh_config(path: str | None) -> paramiko.SSHConfig | None:
+    """The ssh config file as paramiko parses it; None when there is none to read."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(path)
+    except (OSError, ValueError, paramiko.SSHException) as e:
+        raise TransportError(f"cannot read ssh config {path}: {e}") from None
+
+
+def resolve_hop(alias: str, cfg: paramiko.SSHConfig | None, *, port: int | None = None, user: str | None = None,
+                key_file: str | None = None) -> tuple[Hop, list[str]]:
+    """A host's settings, ``ssh -G``-like: what is given here wins, then the ssh config's Host
+    blocks, then OpenSSH's defaults (port 22, the local user). Also its ProxyJump hops, as written."""
+    found: dict[str, Any] = dict(cfg.lookup(alias)) if cfg is not None else {}
+    if found.get("proxycommand") and str(found["proxycommand"]).lower() != "none":
+        raise TransportError(f"{alias}: the ssh config's ProxyCommand is not supported (it runs a local command); "
+                             f"use ProxyJump")
+    keys = (os.path.expanduser(key_file),) if key_file else tuple(os.path.expanduser(k) for k in found.get("identityfile", []))
+    hop = Hop(alias=alias, host=str(found.get("hostname") or alias), port=int(port or found.get("port") or 22),
+              user=user or str(found.get("user") or "") or os.environ.get("USER") or "root", key_files=keys)
+    jump = str(found.get("proxyjump") or "")
+    return hop, [] if not jump or jump.lower() == "none" else [j.strip() for j in jump.split(",") if j.strip()]
+
+
+def parse_jump(spec: str, cfg: paramiko.SSHConfig | None) -> Hop:
+    """One ProxyJump hop, ``[user@]host[:port]``, the host itself looked up in the ssh config (as
+    OpenSSH does for a jump host); a jump host's own ProxyJump is not followed (list the chain)."""
+    user, _, hostport = spec.rpartition("@")
+    host, port = hostport, None
+    if hostport.startswith("["):                   # [v6]:port
+        host, _, rest = hostport[1:].partition("]")
+        port = rest[1:] or None
+    elif hostport.count(":") == 1:
+        host, port = hostport.split(":")
+    if port is not None and not port.isdigit():
+        raise TransportError(f"ProxyJump {spec!r}: the port must be a number")
+    return resolve_hop(host, cfg, port=int(port) if port else None, user=user or None)[0]
+
+
 class SshTransport(Transport):
-    def __init__(self, name: str, host: str, port: int = 22, user: str | None = None,
+    def __init__(self, name: str, host: str, port: int | None = None, user: str | None = None,
                  key_file: str | None = None, *, known_hosts: str | None = None,
                  accept_new_host_keys: bool = False, sudo: bool = False,
                  sudo_password_env: str | None = None, connect_timeout: float = 10.0,
-                 retry_for: float = 30.0):
-        self.name, self.host, self.port = name, host, int(port or 22)
-        self.user = user or os.environ.get("USER") or "root"
-        self.key_file = os.path.expanduser(key_file) if key_file else None
+                 retry_for: float = 30.0, ssh_config: str | None = None):
+        cfg = read_ssh_config(os.path.expanduser(ssh_config) if ssh_config else None)
+        target, jumps = resolve_hop(host, cfg, port=port, user=user, key_file=key_file)
+        #: the hops before the target (ProxyJump), first to last
+        self.jumps: list[Hop] = [parse_jump(j, cfg) for j in jumps]
+        self.target = target
+        self.name, self.host, self.port = name, target.host, target.port
+        self.user = target.user
+        self.key_file = target.key_files[0] if len(target.key_files) == 1 else None
         self.known_hosts = os.path.expanduser(known_hosts or "~/.ssh/known_hosts")
         self.accept_new_host_keys = accept_new_host_keys
         self.sudo = sudo
@@ -65,6 +132,8 @@ class SshTransport(Transport):
         #: how long ``run`` waits for a dropped connection to come back before giving up
         self.retry_for = retry_for
         self._client: paramiko.SSHClient | None = None
+        #: the jump hosts' clients of the current connection (closed with it)
+        self._jump_clients: list[paramiko.SSHClient] = []
         self._lock = threading.RLock()
         #: connection attempts made by the last (re)connect, for tests and the timeline
         self.last_connect_attempts = 0
@@ -86,18 +155,50 @@ class SshTransport(Transport):
             p = os.path.expanduser(p)
             return p if os.path.isabs(p) else str(base / p)
 
-        return cls(spec.name, spec.address, spec.port or 22, spec.user, rel(spec.key_file),
+        return cls(spec.name, spec.address, spec.port, spec.user, rel(spec.key_file),
                    known_hosts=rel(getattr(inv, "known_hosts", None)),
                    accept_new_host_keys=bool(getattr(inv, "accept_new_host_keys", False)),
                    sudo=bool(getattr(spec, "sudo", False)),
-                   sudo_password_env=getattr(inv, "sudo_password_env", None), **kw)
+                   sudo_password_env=getattr(inv, "sudo_password_env", None),
+                   ssh_config=rel(getattr(inv, "ssh_config", None)), **kw)
 
     @property
     def where(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
+        via = f" via {', '.join(j.where for j in self.jumps)}" if self.jumps else ""
+        return f"{self.user}@{self.host}:{self.port}{via}"
 
     # --- connection -----------------------------------------------------------------------
     def _connect_once(self) -> paramiko.SSHClient:
+        """The jump hosts in order, each through the one before, then the target; every host key
+        verified against known_hosts (or, asked for, accepted and remembered)."""
+        self._close_jumps()
+        sock = None
+        hops = [*self.jumps, self.target]
+        try:
+            for i, hop in enumerate(self.jumps):
+                jc = self._open_client(hop, sock, jump=True)
+                self._jump_clients.append(jc)
+                sock = self._channel_to(jc, hop, hops[i + 1])
+            return self._open_client(self.target, sock, jump=False)
+        except BaseException:
+            self._close_jumps()
+            raise
+
+    def _channel_to(self, client: paramiko.SSHClient, via: Hop, nxt: Hop) -> paramiko.Channel:
+        """A ``direct-tcpip`` channel from jump host ``via`` to the next hop (``ssh -W host:port``)."""
+        tr = client.get_transport()
+        if tr is None:
+            raise EOFError(f"jump host {via.where} dropped the connection")
+        try:
+            return tr.open_channel("direct-tcpip", (nxt.host, nxt.port), ("127.0.0.1", 0),
+                                   timeout=self.connect_timeout)
+        except paramiko.ChannelException as e:
+            # the jump host could not reach the next hop (down, rebooting): worth retrying
+            raise paramiko.SSHException(f"jump host {via.where} cannot reach {nxt.host}:{nxt.port}: "
+                                        f"{e.text or e}") from None
+
+    def _open_client(self, hop: Hop, sock: Any, *, jump: bool) -> paramiko.SSHClient:
+        what = f"{self.name}: jump host {hop.alias}" if jump else self.name
         c = paramiko.SSHClient()
         if os.path.exists(self.known_hosts):
             try:
@@ -109,31 +210,33 @@ class SshTransport(Transport):
         else:
             c.set_missing_host_key_policy(paramiko.RejectPolicy())
         pkey_args: dict[str, Any] = {}
-        if self.key_file:
-            if not os.path.exists(self.key_file):
-                raise _Fatal(TransportError(f"{self.name}: ssh key file {self.key_file} does not exist"))
-            pkey_args["key_filename"] = self.key_file
+        for k in hop.key_files:
+            if not os.path.exists(k):
+                raise _Fatal(TransportError(f"{what}: ssh key file {k} does not exist"))
+        if hop.key_files:
+            pkey_args["key_filename"] = list(hop.key_files)
+        name = hop.host if hop.port == 22 else f"[{hop.host}]:{hop.port}"
         try:
-            c.connect(self.host, port=self.port, username=self.user, timeout=self.connect_timeout,
+            c.connect(hop.host, port=hop.port, username=hop.user, timeout=self.connect_timeout,
                       banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout,
-                      allow_agent=True, look_for_keys=self.key_file is None, **pkey_args)
+                      allow_agent=True, look_for_keys=not hop.key_files, sock=sock, **pkey_args)
         except paramiko.BadHostKeyException:
             c.close()
             raise _Fatal(TransportError(
-                f"{self.name}: host key of {self.host}:{self.port} has CHANGED from the one in {self.known_hosts}; "
-                f"refusing to connect (remove the old entry with `ssh-keygen -R '[{self.host}]:{self.port}' "
+                f"{what}: host key of {hop.host}:{hop.port} has CHANGED from the one in {self.known_hosts}; "
+                f"refusing to connect (remove the old entry with `ssh-keygen -R '{name}' "
                 f"-f {self.known_hosts}` if the host was reinstalled)"))
         except _FATAL as e:
             c.close()
-            how = f"key {self.key_file}" if self.key_file else "agent/default keys"
-            raise _Fatal(TransportError(f"{self.name}: authentication failed for {self.where} with {how}: "
+            how = f"key {', '.join(hop.key_files)}" if hop.key_files else "agent/default keys"
+            raise _Fatal(TransportError(f"{what}: authentication failed for {hop.where} with {how}: "
                                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"))
         except paramiko.SSHException as e:
             c.close()
             if "not found in known_hosts" in str(e):
                 raise _Fatal(HostKeyUnknown(
-                    f"{self.name}: host key of {self.host}:{self.port} is unknown (not in {self.known_hosts}); "
-                    f"refusing to connect — add it with `ssh-keyscan -p {self.port} {self.host} >> {self.known_hosts}` "
+                    f"{what}: host key of {hop.host}:{hop.port} is unknown (not in {self.known_hosts}); "
+                    f"refusing to connect — add it with `ssh-keyscan -p {hop.port} {hop.host} >> {self.known_hosts}` "
                     f"or set faultline_accept_new_host_keys: true in the inventory"))
             raise
         except Exception:
@@ -149,6 +252,14 @@ class SshTransport(Transport):
         if tr is not None:
             tr.set_keepalive(5)
         return c
+
+    def _close_jumps(self) -> None:
+        for jc in reversed(self._jump_clients):
+            try:
+                jc.close()
+            except Exception:
+                pass
+        self._jump_clients = []
 
     def _connect(self, retry_for: float) -> None:
         """Connect, retrying connection errors with exponential backoff for ``retry_for`` s."""
@@ -173,7 +284,8 @@ class SshTransport(Transport):
         except _RETRYABLE as e:
             self.last_connect_attempts = attempts
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise TransportError(f"{self.name}: cannot reach {self.host}:{self.port} over ssh "
+            via = f" via {', '.join(j.where for j in self.jumps)}" if self.jumps else ""
+            raise TransportError(f"{self.name}: cannot reach {self.host}:{self.port}{via} over ssh "
                                  f"({attempts} attempt{'s' if attempts != 1 else ''} in {retry_for:.0f}s): {detail}") from None
         self.last_connect_attempts = attempts
         self.connects += 1
@@ -185,6 +297,7 @@ class SshTransport(Transport):
             except Exception:
                 pass
             self._client = None
+        self._close_jumps()
 
     def _active(self) -> bool:
         tr = self._client.get_transport() if self._client else None

@@ -23,10 +23,10 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as cexc
 
 from groundwork.config import ConfigError
-from harness.cli import check, heal, info, kafka, preflight, prune, run, shrink, suite
+from harness.cli import campaign, check, heal, info, kafka, preflight, prune, run, shrink, suite
 from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, app, err, one_line, out, tidy_help
 
-for _command in (run, check, heal, info, shrink, suite, preflight, prune, kafka):
+for _command in (run, check, campaign, heal, info, shrink, suite, preflight, prune, kafka):
     _command.register(app)
 
 

@@ -14,7 +14,8 @@ from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, Exit, err, one_line, out
 
 def check(results_dir: Path = typer.Argument(..., help="a run directory (results/<run>), or one holding only cluster-logs/"),
           expect: Optional[str] = typer.Option(None, "--expect", help="no-loss | loss | loss-allowed (default: run.json)"),
-          spark_master: Optional[str] = typer.Option(None, "--spark-master", help="Spark master URL (default local)")) -> None:
+          spark_master: Optional[str] = typer.Option(None, "--spark-master", envvar="FAULTLINE_SPARK_MASTER",
+                                                     help="Spark master URL (default local)")) -> None:
     """Check a run's histories again; writes verdict.json, report.html and junit.xml and prints the verdict.
 
     A directory with only cluster-logs/ (each host's Kafka server.log, controller.log, state-change.log) gets what its events say happened, per partition, and an inconclusive outcome: without histories no lost write can be shown (exit 4)."""

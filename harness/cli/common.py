@@ -22,8 +22,30 @@ from rich.live import Live
 from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_UNEXPECTED  # noqa: F401 - the one owner
 from groundwork.config import ConfigError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# add_completion: `faultline --install-completion` / `--show-completion` (bash, zsh, fish, PowerShell)
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Jepsen-style fault injection for Kafka (KRaft): was any acknowledged acks=all write lost?")
+
+
+def version_text() -> str:
+    """``faultline --version``: the installed distribution's version (pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"faultline {version('faultline')}"
+    except PackageNotFoundError:   # a source tree that was never installed
+        return "faultline (not installed: no version metadata)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(version_text(), markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _faultline(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                            help="Print faultline's version and exit.")) -> None:
+    """Jepsen-style fault injection for Kafka (KRaft): was any acknowledged acks=all write lost?"""
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)

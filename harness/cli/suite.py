@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 from rich.text import Text
 
 from groundwork.config import ConfigError
@@ -149,5 +150,36 @@ def _retention(suite_dir: Path, keep_last: int, err: Console) -> None:
               f"freed {human(res.freed)}", markup=False, highlight=False)
 
 
+def suite_check(suite_file: Path = typer.Argument(..., help="suite YAML file (see docs/suites.md)")) -> None:
+    """Validate a suite as `faultline suite` would, start nothing, and print its cells: campaign,
+    seed, expectation, overrides and (embedded cells) the Kafka versions in force. Exit 0 when the
+    suite would start, 2 with one line when it would refuse."""
+    from harness.cli.common import out
+    from harness.plan import check_suite
+
+    _, lines = check_suite(suite_file)
+    out.print(f"{suite_file}: ok", markup=False, highlight=False)
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
+
+
+class _SuiteGroup(TyperGroup):
+    """``faultline suite FILE ...`` runs the suite (the default command, as before there was a
+    second one); ``faultline suite check FILE`` checks it. Anything but a command name first
+    (a file, an option such as ``--resume``) goes to ``run``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if ctx.resilient_parsing:   # shell completion: offer the command names as they are
+            return super().parse_args(ctx, args)
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(suite)
+    suite_app = typer.Typer(cls=_SuiteGroup, no_args_is_help=False,
+                            help="Run a suite of campaigns (`faultline suite FILE`, the same as `faultline suite run "
+                                 "FILE`), or check one (`faultline suite check FILE`). See docs/suites.md.")
+    suite_app.command("run")(suite)
+    suite_app.command("check")(suite_check)
+    app.add_typer(suite_app, name="suite")

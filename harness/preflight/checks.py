@@ -10,7 +10,7 @@ and, for every problem, one line with its fix (docs/targets.md, "Preflight"):
 | kafka | version; ``process.roles``, ``node.id`` from server.properties; the service runs | not KRaft, wrong group or node id, service stopped, kafka_config unreadable | version or config not found |
 | dirs | each log dir and the metadata log dir exists, is writable by the fault user, is Kafka's | missing, not writable, not in server.properties | no log dirs known |
 | logs | where events come from: kraftsim's event log, or Kafka's log files and its log4j levels | a logger the reader needs above INFO | log files or log4j config not found |
-| reboot | which reboot modes are real: SysRq (nemeses.reboot.sysrq_emulated), LazyFS under the log dirs | no python3 (the page-cache cut) | only emulated reboots |
+| reboot | which reboot modes are real: SysRq (nemeses.reboot.sysrq_emulated), lossyfs or LazyFS under the log dirs | no python3 (the page-cache cut) | only emulated reboots |
 | clock | the host's clock against the harness's, round-trip corrected | | off by more than 100 ms (or not measurable that well) |
 | disk | free space where the log dirs are | under ``--min-free-gb`` | under five times that |
 
@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from groundwork.config import ConfigError
 from groundwork.transport.base import Transport, TransportError
 from harness.cluster import Cluster, ClusterNode
 from harness.inventory import HostSpec, Inventory
@@ -34,11 +35,13 @@ from harness.lock import lab_lock
 from harness.preflight import log4j
 from harness.preflight.clock import measure as measure_clock
 from harness.preflight.embedded import check_embedded
+from workloads.kafka_wire import probe
 from harness.preflight.model import (COLUMNS, FAIL, OK, WARN, Check, HostResult, Issue, Options, Report,
                                      gib, short_line, without_host)
 from harness.probe import reach_error, sudo_error, transport_for
 from nemeses.hostinfo import parse_properties
 from nemeses.reboot import sysrq_emulated
+from nemeses import lossyfs
 
 #: the Kafka core jar in ``libs/`` (``kafka_2.13-3.7.0.jar``), not its -test/-sources/-javadoc jars
 KAFKA_JAR_RE = re.compile(r"(?:^|/)kafka_\d+\.\d+-(\d+\.\d+\.\d+(?:[.-](?!test|sources|javadoc)[\w.]+)?)\.jar$")
@@ -436,13 +439,16 @@ class HostChecks:
                 fstype, _, source = line.partition(" ")
                 lazy.append("lazyfs" in fstype or source == "lazyfs")
         on_lazyfs = bool(lazy) and all(lazy)
-        c.summary = f"sysrq {sysrq}" + (", lazyfs" if on_lazyfs else "")
+        # lossyfs (mode: lossyfs): every log dir on a mount found as the reboot finds it
+        found = lossyfs.mounts(self.t) if self.existing_dirs else []
+        on_lossyfs = bool(found) and all(lossyfs.covering(found, d) for d in self.existing_dirs)
+        c.summary = f"sysrq {sysrq}" + (", lossyfs" if on_lossyfs else "") + (", lazyfs" if on_lazyfs else "")
         c.skipped = self.sudo_refused and not c.issues  # SysRq needs root to tell
-        if why is not None and not on_lazyfs and not self.sudo_refused:
+        if why is not None and not on_lazyfs and not on_lossyfs and not self.sudo_refused:
             c.add(WARN, f"reboots here are emulated (SIGKILL + the page-cache cut): sysrq: {why}; "
-                        "no log dir on LazyFS",
-                  "for a real power loss: a host of its own with kernel.sysrq enabled, or the log dirs on LazyFS "
-                  "(mode: lazyfs, docs/nemeses.md)")
+                        "no log dir on lossyfs or LazyFS",
+                  "for an exact power loss: the log dirs on lossyfs (mode: lossyfs, docs/nemeses.md), or a host "
+                  "of its own with kernel.sysrq enabled")
         return c
 
     # -- clock ------------------------------------------------------------------------------------------
@@ -496,6 +502,22 @@ def check_host(inv: Inventory, spec: HostSpec, opts: Options) -> HostResult:
         t.close()
 
 
+def client_issues(inv: Inventory) -> list[Issue]:
+    """Can a client with the inventory's ``kafka_client`` settings talk to the cluster (TLS, SASL)?
+    One ApiVersions over a real connection to the bootstrap brokers: a refused password or
+    certificate is a FAIL with its fix, as every other check; nothing of the secret is printed."""
+    try:
+        security = inv.client.resolve()
+    except ConfigError as e:
+        return [Issue(FAIL, str(e), "export the variable or fix the file the inventory names")]
+    why = probe(inv.bootstrap or "", security)
+    if why is None:
+        return []
+    fix = ("check kafka_client's user, password source and CA against the cluster's listener"
+           if why.startswith("authentication failed") else "check kafka_bootstrap and that the brokers run")
+    return [Issue(FAIL, f"kafka_client ({security.protocol}): {why}", fix)]
+
+
 def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
               on_host: Callable[[HostResult], Any] | None = None) -> Report:
     """Check every host of ``inv`` (in parallel, one connection each) and the lab lock."""
@@ -515,6 +537,10 @@ def preflight(inv: Inventory, opts: Options | None = None, *, workers: int = 8,
             rep.hosts.append(res)
             if on_host:
                 on_host(res)
+    rep.target_issues += client_issues(inv)
+    if inv.client.protocol != "PLAINTEXT":
+        rep.notes.append(f"clients: {inv.client.protocol}"
+                         + (f" {inv.client.mechanism} as {inv.client.username}" if inv.client.mechanism else ""))
     lock = lab_lock(inv)
     holder = lock.holder() if lock else None
     if holder is not None:

@@ -58,7 +58,8 @@ def _row(run_dir: Path) -> dict[str, Any]:
 
 def runs_table(results_root: Path) -> pd.DataFrame:
     """One row per run directory (a directory holding run.json), newest first."""
-    rows = [_row(p.parent) for p in sorted(results_root.glob("*/run.json"))]
+    rows = [_row(p.parent) for p in sorted(results_root.glob("*/run.json"))
+            if not p.parent.is_symlink()]   # RESULTS/latest is the newest run once more (harness/latest.py)
     cols = ["run", "href", "date", "sort", "campaign", "target", "verdict", "state", "lost", "expect",
             "duration", "seed", "problem"]
     df = pd.DataFrame(rows, columns=cols)

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from checkers.outcome import EXIT_INFRA, EXIT_OK, EXIT_UNEXPECTED
 from checkers import outcome
+from harness.latest import SUITE_LINK, point_latest
 from harness.suite.spec import Cell, SuiteSpec
 
 LOG = "suite-log.jsonl"
@@ -189,6 +190,7 @@ class SuiteRunner:
                 continue
         else:  # pragma: no cover
             raise OSError(f"cannot create a suite directory under {results_dir}")
+        point_latest(results_dir, d, SUITE_LINK)   # RESULTS/latest-suite: the newest suite
         (d / SPEC).write_text(json.dumps(spec.to_json(), indent=2) + "\n", encoding="utf-8")
         shutil.copyfile(spec.path, d / "suite.yaml")
         r = cls(spec, d, **kw)
@@ -222,7 +224,7 @@ class SuiteRunner:
         keep = {Path(r["run_dir"]).name for r in done.values() if r.get("run_dir")}
         if self.runs.is_dir():
             for d in sorted(self.runs.iterdir()):
-                if d.is_dir() and d.name not in keep:
+                if d.is_dir() and not d.is_symlink() and d.name not in keep:
                     shutil.rmtree(d, ignore_errors=True)
                     notes.append(f"removed the unfinished run {d.name}")
         append(self.log, {"event": "suite_resumed", "pid": os.getpid(), "finished": len(done), "notes": notes})

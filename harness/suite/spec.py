@@ -54,6 +54,7 @@ from typing import Any
 
 from checkers.outcome import EXPECTS, LOSS_ALLOWED
 from groundwork.config import ConfigError, Validator, load_yaml, parse_override, resolve_path
+from harness.versions import is_version_key
 
 SUITE_KEYS = ("name", "description", "defaults", "axes", "cells", "retention")
 CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors",
@@ -185,6 +186,9 @@ def _overrides(c: Validator, v: Any, path: str) -> list[str]:
                 raise c.fail(path, f"keys are dotted campaign keys like workload.duration, got {k!r}")
             if isinstance(val, (dict, list)) or val is None:
                 raise c.fail(f"{path}.{k}", "expected a scalar value (string, number or boolean)")
+            if isinstance(val, float) and is_version_key(k):
+                raise c.fail(f"{path}.{k}", f"{val!r} is a number, not a version: quote it "
+                             "(YAML reads 3.10 as the number 3.1)")
             out.append(f"{k}={str(val).lower() if isinstance(val, bool) else val}")
         return out
     items = c.str_list(v, path)

@@ -1,13 +1,27 @@
 """A Kafka node that halts by itself during a run is noticed: the run is inconclusive, not green.
 
 The halt is real: while ``faultline run`` drives a workload on the embedded cluster with three
-KRaft controllers, the test sends a follower controller two BeginQuorumEpoch requests for one
-new epoch naming two different leaders - the second "is inconsistent with the current leader",
-an IllegalStateException on Kafka's raft IO thread, fatal since 3.4.1 (RaftIoThread.doWork →
-fatalFaultHandler, ProcessTerminatingFaultHandler → Exit.halt(1)); kraftsim halts the same way
-(docs/kraftsim-raft.md), as tests/kraftsim/conformance/test_raft_high_watermark_and_faults.py
-shows for one process. The quorum keeps two voters, the workload goes on and nothing is lost -
-which is why the run used to end green although it ran on a cluster it did not mean to test.
+KRaft controllers, the test sends a follower controller one BeginQuorumEpoch request for a new
+epoch naming *that controller itself* as the leader. Kafka's KafkaRaftClient
+(raft/src/main/java/org/apache/kafka/raft/KafkaRaftClient.java, 4.1.0) handles it in
+handleBeginQuorumEpochRequest → maybeTransition, whose hasConsistentLeader says a leader id equal
+to the local id is consistent only if this node is the leader: it is not, so maybeTransition throws
+IllegalStateException ("... which is inconsistent with current leader ..."), fatal on the raft IO
+thread since 3.4.1 (RaftIoThread.doWork → fatalFaultHandler, ProcessTerminatingFaultHandler →
+Exit.halt(1)); kraftsim halts the same way (docs/kraftsim-raft.md), as
+tests/kraftsim/conformance/test_raft_high_watermark_and_faults.py shows for one process. The
+quorum keeps two voters, the workload goes on and nothing is lost - which is why the run used to
+end green although it ran on a cluster it did not mean to test.
+
+Why one request naming the receiver, not two naming two leaders: after a first request naming the
+other follower as leader of epoch E+20, the victim *lives* as that follower until the second
+request halts it, and Kafka's leader sends BeginQuorumEpoch to every voter each
+fetch.timeout/2 (KafkaRaftClient.maybeSendBeginQuorumEpochRequests). One landing in that window is
+answered FENCED_LEADER_EPOCH naming (other, E+20): the leader follows the other controller
+(maybeHandleCommonResponse → maybeTransition → transitionToFollower), then fences the other
+controller's next Fetch with the same (other, E+20), and hasConsistentLeader throws on the other
+controller too - it is named leader but is not. Kafka halts both, and so did kraftsim, once in CI.
+A request that halts the victim before its state changes leaks nothing: exactly one node halts.
 
 Now both sources see it: the controller's ``fatal_fault`` event (checkers/halts.py) and the
 harness's end-of-run check that every node still runs (``node_exit``, harness/runner.py); the
@@ -52,7 +66,7 @@ async def _begin_quorum_epoch(host: str, port: int, cluster_id: str, leader: int
     try:
         await asyncio.wait_for(cl.request(req, timeout=2), 3)
     except (OSError, asyncio.TimeoutError, ConnectionError):
-        pass   # the second one: the process halts instead of answering
+        pass   # the process halts instead of answering
     cl.close()
 
 
@@ -74,12 +88,11 @@ def test_a_controller_that_halts_on_a_fatal_raft_fault_makes_the_run_inconclusiv
         assert elected, "no controller was elected"
         last = max(elected, key=lambda e: e["epoch"])
         active = next(n for n, i in ids.items() if i == last["leader"])
-        victim, other = [n for n in sorted(ids) if n != active]
+        victim = [n for n in sorted(ids) if n != active][0]
         host, port = ctl[victim]["listeners"].split("//")[1].rsplit(":", 1)
         cluster_id = ctl[victim].get("cluster.id", "kraftsim-cluster-0000000")
-        epoch = int(last["epoch"]) + 20
-        asyncio.run(_begin_quorum_epoch(host, int(port), cluster_id, ids[other], epoch))
-        asyncio.run(_begin_quorum_epoch(host, int(port), cluster_id, ids[active], epoch))
+        # the victim named leader of a newer epoch: it halts on this request, before its state changes
+        asyncio.run(_begin_quorum_epoch(host, int(port), cluster_id, ids[victim], int(last["epoch"]) + 20))
         wait_for(lambda: [e for e in read_jsonl(cdir / victim / "events.jsonl") if e.get("event") == "fatal_fault"],
                  20, f"{victim} logging its fatal fault")
         code = proc.wait(600)

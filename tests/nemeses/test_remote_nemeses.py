@@ -259,7 +259,7 @@ def test_page_cache_loss_of_a_controller_over_ssh(lab):
     inv = d / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"all": {"vars": {
         "faultline_transport": "ssh", "ansible_user": USER, "ansible_ssh_private_key_file": str(root / "client"),
-        "faultline_known_hosts": str(root / "known_hosts"), "faultline_sudo": True,
+        "faultline_known_hosts": str(root / "known_hosts"), "faultline_ssh_config": "none", "faultline_sudo": True,
         "kafka_bootstrap": f"{ips['c']}:9092", "kafka_implementation": "kraftsim"},
         "children": {"controllers": {"hosts": {"controller": {
             "ansible_host": ips["s1"], "kafka_node_id": 1000, "kafka_listeners": f"CONTROLLER://{ctl_addr}",

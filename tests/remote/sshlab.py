@@ -56,6 +56,11 @@ class SshLab:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fl-sshlab-")))
     lab: NetLab | None = None
     by_name: dict[str, SshHost] = field(default_factory=dict)
+    #: the NetLab (subnet, namespace names) this lab uses (tests/support/netlab.py LABS)
+    lab_name: str = "ssh"
+    #: create the test users and their sudoers file (shared by every lab that makes them: a lab
+    #: whose tests log in as root only leaves them alone)
+    users: bool = True
 
     @property
     def client_key(self) -> str:
@@ -66,12 +71,13 @@ class SshLab:
         return str(self.root / "known_hosts")
 
     def up(self) -> "SshLab":
-        cleanup_stale("ssh")
+        cleanup_stale(self.lab_name)
         os.chmod(self.root, 0o755)
         # NetLab lets its bridge forward even while dockerd's FORWARD policy is DROP
-        self.lab = NetLab("ssh", self.hosts).up()
+        self.lab = NetLab(self.lab_name, self.hosts).up()
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.client_key)
-        self._users()
+        if self.users:
+            self._users()
         auth = self.root / "authorized_keys"
         auth.write_text(Path(self.client_key + ".pub").read_text())
         os.chmod(auth, 0o644)
@@ -145,17 +151,31 @@ class SshLab:
             if self.lab is not None:
                 self.lab.down()
         finally:
-            self._remove_users()
+            if self.users:
+                self._remove_users()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def only_via(self, jump: str) -> None:
+        """Every host but ``jump`` refuses ssh (port 22) from anywhere but the jump host - this
+        machine included (a TCP reset, at once) - in its own namespace's iptables, which go with
+        the namespace. Kafka's ports stay open to the workload's clients."""
+        jip = self.by_name[jump].ip
+        for name, h in self.by_name.items():
+            if name != jump:
+                sh("ip", "netns", "exec", h.ns, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", str(h.port),
+                   "!", "-s", jip, "-j", "REJECT", "--reject-with", "tcp-reset")
 
-def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | None = None) -> Path:
+
+def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | None = None, *,
+                       ssh_config: Path | None = None) -> Path:
     """An ssh inventory of the lab's hosts running kraftsim (a ``controller`` host and
     ``broker-N`` hosts), with each host's server.properties written under the lab dir.
 
     The hosts log in as root with the lab's client key; kraftsim runs with this machine's
     Python (the namespaces share our filesystem), started by the inventory's
-    ``kafka_service.command`` exactly as on a lab host."""
+    ``kafka_service.command`` exactly as on a lab host. Hosts other than ``controller`` and
+    ``broker-N`` (a jump host) are not Kafka's. ``ssh_config``: the OpenSSH client config the
+    transport reads (never this machine's ~/.ssh/config: ``none`` without one)."""
     import sys
 
     import yaml
@@ -165,7 +185,9 @@ def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | No
                 "default.replication.factor": 3, **(settings or {})}
     ctl = lab.by_name["controller"]
     groups: dict[str, dict] = {"controllers": {"hosts": {}}, "brokers": {"hosts": {}}}
-    for i, (name, h) in enumerate(lab.by_name.items()):
+    for name, h in lab.by_name.items():
+        if name != "controller" and not name.startswith("broker-"):
+            continue
         role = "controller" if name == "controller" else "broker"
         d = h.dir / "kraftsim"
         d.mkdir(exist_ok=True)
@@ -192,6 +214,7 @@ def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | No
     doc = {"all": {"vars": {"faultline_transport": "ssh", "ansible_user": "root",
                             "ansible_ssh_private_key_file": lab.client_key,
                             "faultline_known_hosts": lab.known_hosts,
+                            "faultline_ssh_config": str(ssh_config) if ssh_config else "none",
                             "kafka_cluster_id": "faultline-ssh-lab-00000", "kafka_implementation": "kraftsim"},
                    "children": groups}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

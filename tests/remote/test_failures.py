@@ -32,7 +32,7 @@ def ssh_inventory(lab: SshLab, tmp: Path, *, hosts: dict[str, str], key: str | N
     doc = {"all": {
         "vars": {"faultline_transport": "ssh", "ansible_user": USER,
                  "ansible_ssh_private_key_file": key or lab.client_key,
-                 "faultline_known_hosts": known_hosts or lab.known_hosts,
+                 "faultline_known_hosts": known_hosts or lab.known_hosts, "faultline_ssh_config": "none",
                  "kafka_service": {"command": "sleep 1000", "pidfile": "/tmp/fl-none.pid"}},
         "children": {
             "controllers": {"hosts": {"controller": host(1000, lab.by_name["h1"].ip, "c")}},

@@ -25,8 +25,10 @@ SUBNET_PREFIX = "10.250"
 
 #: one third octet per lab, so suites that run at the same time never collide. "docker" and
 #: "nemdock" are Docker networks (tests/remote/dockerlab.py, tests/nemeses/test_remote_nemeses.py),
-#: never a NetLab; 10.250.9.x names hosts that do not exist (inventories that must not connect).
-LABS = {"ssh": 1, "part": 2, "docker": 3, "kraft": 4, "e2e": 5, "nem": 6, "misc": 7, "nemdock": 8}
+#: never a NetLab; 10.250.9.x names hosts that do not exist (inventories that must not connect);
+#: "jump" is the SSH lab whose hosts only a jump host may reach (tests/remote/test_ssh_jump.py).
+LABS = {"ssh": 1, "part": 2, "docker": 3, "kraft": 4, "e2e": 5, "nem": 6, "misc": 7, "nemdock": 8,
+        "jump": 10}
 
 
 def sh(*args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -134,8 +134,47 @@ def test_kafka_version_older_than_the_metadata_version_is_one_line(tmp_path):
     msg = str(e.value)
     assert msg.startswith(f"kraftsim: {p}: key 'kafka.version': 3.4.1 is older than metadata.version 3.5-IV2")
     assert "\n" not in msg
-    with pytest.raises(ConfigError, match="key 'kafka.version': a Kafka release like"):
+    with pytest.raises(ConfigError, match="key 'kafka.version': 'three' is not a Kafka release: one like"):
         load(_props(tmp_path, **{"kafka.version": "three"}), "broker")
+
+
+@pytest.mark.parametrize("key,value,want", [
+    ("metadata.version", "9.9", "9.9 is not a Kafka metadata version (no Kafka release line 9.9); nearest: 4.4"),
+    ("metadata.version", "3.10", "3.10 is not a Kafka metadata version (no Kafka release line 3.10); "
+                                 "nearest: 3.9 or 4.0"),
+    ("metadata.version", "3.7-IV5", "3.7-IV5 is not a Kafka metadata version; nearest: 3.7-IV4 or 3.8-IV0"),
+    ("metadata.version", "3.0-IV0", "3.0-IV0 is not a Kafka metadata version; nearest: 3.0-IV1"),
+    ("kafka.version", "3.4.9", "3.4.9 is not a Kafka release; nearest: 3.4.1 or 3.5.0"),
+    ("kafka.version", "3.10.0", "3.10.0 is not a Kafka release; nearest: 3.9.2 or 4.0.0"),
+])
+def test_a_version_kafka_never_had_is_refused_naming_the_nearest(tmp_path, key, value, want):
+    """Only releases and feature levels Kafka shipped (kraftsim/versions.py): "9.9" once ran with
+    every gate on, recorded as Kafka 9.9.0."""
+    with pytest.raises(ConfigError) as e:
+        load(_props(tmp_path, **{key: value}), "broker")
+    assert str(e.value).startswith(f"kraftsim: {tmp_path / 'b.properties'}: key '{key}': {want}"), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_kafka_4_runs_no_metadata_version_below_3_3_iv3(tmp_path):
+    """MetadataVersion.MINIMUM_VERSION (4.0.0): IBP_3_3_IV3; 3.9 software still runs 3.0-IV1."""
+    with pytest.raises(ConfigError, match=r"key 'kafka.version': Kafka 4.0.0 runs no metadata.version older than "
+                                          r"3.3-IV3 \(MetadataVersion.MINIMUM_VERSION\), got 3.3-IV2"):
+        load(_props(tmp_path, **{"metadata.version": "3.3-IV2", "kafka.version": "4.0.0"}), "broker")
+    assert load(_props(tmp_path, **{"metadata.version": "3.3-IV3", "kafka.version": "4.0.0"}), "broker")
+    assert load(_props(tmp_path, **{"metadata.version": "3.0", "kafka.version": "3.9.2"}), "broker")
+
+
+def test_versions_table_through_the_program():
+    """What the harness reads (it never imports kraftsim): every line with its releases and IVs."""
+    import json
+    out = subprocess.run([sys.executable, "-m", "kraftsim", "versions", "--json"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    lines = {x["line"]: x for x in json.loads(out)["lines"]}
+    assert lines["3.4"]["releases"] == ["3.4.0", "3.4.1"] and lines["3.4"]["metadata_versions"] == ["3.4-IV0"]
+    assert lines["3.7"]["metadata_version"] == "3.7-IV4" and lines["4.1"]["introduced_by"] == "4.1.0"
+    assert lines["4.0"]["min_metadata_version"] == "3.3-IV3" and lines["3.9"]["min_metadata_version"] == "3.0-IV1"
+    assert lines["3.0"]["metadata_versions"] == ["3.0-IV1"]
 
 
 def test_kafka_version_refused_by_the_cluster_launcher(tmp_path):

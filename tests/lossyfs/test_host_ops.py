@@ -1,0 +1,149 @@
+"""lossyfs from the harness's side: found through /proc/mounts, healed from the ledger, refused
+where it is not, reported by preflight, and its command line's bad input.
+
+Every test uses a real mount (tests/lossyfs/conftest.py) and the real local transport.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from groundwork.ledger import Ledger
+from groundwork.transport.local import LocalTransport
+from harness.heal import heal_all
+from nemeses import lossyfs
+from nemeses.active import ActiveFaults, FaultFailed
+from tests.lossyfs.conftest import ROOT, Mount, lossyfs as lossyfs_cli, mounted, start_mount, unmount_hard
+from tests.nemeses.nodes import TestNode, make_ctx
+
+LOCAL = LocalTransport("local")
+
+
+def test_a_mount_is_found_by_its_dirs_and_crashed_through_the_transport(lfs: Mount) -> None:
+    (lfs.mnt / "topic-0").mkdir()
+    (lfs.mnt / "topic-0" / "seg").write_bytes(b"unsynced")
+    found = lossyfs.mounts(LOCAL)
+    m = lossyfs.covering(found, str(lfs.mnt / "topic-0"))
+    assert m == lossyfs.LossyMount(str(lfs.mnt), str(lfs.ctl))
+    assert lossyfs.covering(found, str(lfs.backing)) is None            # the backing dir is not on it
+    assert lossyfs.covering(found, str(lfs.mnt) + "-other") is None     # a sibling with the same prefix
+    st = lossyfs.status(LOCAL, m)
+    assert st["files"] == [{"path": "topic-0/seg", "size": 8, "durable_size": 0, "overwritten_bytes": 0}]
+    report = lossyfs.crash(LOCAL, m)
+    assert {r["path"] for r in report["removed"]} == {"topic-0", "topic-0/seg"}
+    assert not (lfs.mnt / "topic-0").exists()
+    with pytest.raises(ValueError, match=r"b1: .*elsewhere is on no lossyfs mount"):
+        lossyfs.mounts_under(LOCAL, [str(lfs.mnt), "/elsewhere"], "b1")
+
+
+def test_reboot_lossyfs_on_a_node_without_lossyfs_fails_in_one_line_and_kills_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    node = TestNode("b1", "broker", 1, "127.0.0.1", command=["sleep", "300"], pid_file=str(tmp_path / "b1.pid"))
+    node.log_dirs = [str(data)]
+    node.start_service()
+    try:
+        ctx = make_ctx(tmp_path, [node])
+        active = ActiveFaults(ctx)
+        pid = node.service_pids()
+        with pytest.raises(FaultFailed, match=r"reboot on b1 failed: b1: .*data is on no lossyfs mount"):
+            active.start("reboot", ["b1"], {"mode": "lossyfs"})
+        assert node.service_pids() == pid                     # not killed, nothing to heal
+        assert ctx.ledger.open_entries() == []                # the failed start was healed
+        lines = (tmp_path / "timeline.jsonl").read_text()
+        assert "is on no lossyfs mount" in lines
+    finally:
+        node.stop_service(signal.SIGKILL)
+
+
+def test_heal_unmounts_a_dead_runs_mount_from_the_ledger(tmp_path: Path) -> None:
+    """A run mounted lossyfs (ledger first) and died: its daemon was SIGKILLed too, leaving a
+    dead mount (ENOTCONN). ``faultline heal``'s replay unmounts it from the entry alone."""
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mnt.mkdir()
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    m = lossyfs.mount(LOCAL, str(backing), str(mnt), ledger=ledger, python=sys.executable, cwd=str(ROOT),
+                      control=str(tmp_path / "ctl.sock"))
+    pid = int(lossyfs.status(LOCAL, m)["pid"])
+    try:
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(OSError):
+            os.listdir(mnt)                                   # Transport endpoint is not connected
+        assert mounted(mnt)
+        report = heal_all(ledger)
+        assert report.failed == [] and any("mount" in h for h in report.healed), report
+        assert not mounted(mnt) and ledger.open_entries() == []
+    finally:
+        unmount_hard(mnt, pid)
+
+
+def test_unmount_dead_finds_a_mount_no_ledger_knows(tmp_path: Path) -> None:
+    m, live = start_mount(tmp_path), None
+    try:
+        (tmp_path / "live").mkdir()
+        live = start_mount(tmp_path / "live")
+        os.kill(m.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{m.pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lossyfs.unmount_dead(LOCAL) == [str(m.mnt)]
+        assert not mounted(m.mnt) and mounted(live.mnt)       # the living one stays
+    finally:
+        unmount_hard(m.mnt, m.pid)
+        if live is not None:
+            unmount_hard(live.mnt, live.pid)
+
+
+def test_preflight_reboot_column_says_lossyfs(tmp_path: Path) -> None:
+    from harness.inventory import load_inventory
+    from harness.preflight import Options, preflight
+    from tests.harness.test_preflight_local import kafka_host
+
+    inv = kafka_host(tmp_path)
+    data = tmp_path / "data"
+
+    def reboot_check():
+        return preflight(load_inventory(inv), Options()).hosts[0].checks["reboot"]
+    before = reboot_check()
+    assert "lossyfs" not in before.summary and any("no log dir on lossyfs" in i.problem for i in before.issues)
+    (tmp_path / "backing").mkdir()
+    m = lossyfs.mount(LOCAL, str(tmp_path / "backing"), str(data), python=sys.executable, cwd=str(ROOT),
+                      control=str(tmp_path / "ctl.sock"))
+    try:
+        after = reboot_check()
+        assert "lossyfs" in after.summary and after.issues == [], (after.summary, after.issues)
+    finally:
+        lossyfs.unmount(LOCAL, m)
+        unmount_hard(data, None)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["mount", "/nonexistent-backing", "/tmp", "--control", "/tmp/x.sock"], "BACKING /nonexistent-backing: not a directory"),
+    (["mount", "/tmp", "/tmp", "--control", "/tmp/x.sock"], "overlap"),
+    (["crash", "/nonexistent/ctl.sock"], "no such control socket"),
+    (["unmount", "/tmp"], "no fuse.lossyfs mount there"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    r = lossyfs_cli(*args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_bad_control_path_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    (tmp_path / "m").mkdir()
+    r = subprocess.run([sys.executable, "-m", "lossyfs", "mount", str(tmp_path / "b"), str(tmp_path / "m"),
+                        "--control", str(tmp_path / "a,b.sock")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no commas" in r.stderr
+    assert not mounted(tmp_path / "m")
