@@ -4,7 +4,9 @@ apache-kafka:V` starts one, and the probes that show what a fault did to it.
 Why the launcher and not a test-only starter: the nodes a nemesis acts on here are the harness's
 own ``ClusterNode``s, read from the ``RUN/inventory.yaml`` that ``targets.apache_kafka`` writes
 (its ``kafka_service`` command, pid file and ``format``, each node in its network namespace), so
-the code a test exercises is the code a real run uses.
+the code a test exercises is the code a real run uses. The nodes' disks are plain directories
+(no lossyfs mount, which `faultline run` adds by default): the nemeses shown here act on Kafka's
+files whatever filesystem holds them, and lossyfs's own crash is tests/lossyfs's.
 
 The probes ask the running cluster, never the fault's own record: a TCP connect from inside one
 node's namespace to another node's listener, the partition state the observer's Kafka requests
@@ -35,13 +37,14 @@ from nemeses.base import REGISTRY, Nemesis, NemesisContext
 from nemeses.netfilter import tagged_rules
 from targets import apache_kafka
 from targets.apache_kafka import BROKER_PORT, CONTROLLER_PORT, EmbeddedApacheKafka
+from tests.support.kafka import releases_under_test
 from workloads.controller_quorum import QuorumSampler
 from workloads.kafka_wire import parse_bootstrap
 from workloads.observer import Observer
 
-#: one 3.x and one 4.x release (log4j 1 and 2, AlterPartition v3, StorageTool before and after
-#: its 4.0 rewrite); 3.9.1 is the last 3.x line
-RELEASES = ("3.9.1", "4.1.0")
+#: one 3.x and one 4.x release (log4j 1 and 2, KRaft without and with pre-vote, StorageTool before
+#: and after its 4.0 rewrite): tests/kafka-releases.txt, which the setup script installs
+RELEASES = tuple(releases_under_test())
 #: seconds Kafka gets for a reaction that takes a few on an idle machine (a fence after the 3 s
 #: session timeout, an election, an ISR change): others' work shared this two-core machine at load
 #: averages of 20-80 while these tests were written, and a starved controller took ~30 s
@@ -72,6 +75,14 @@ def meta_properties(d: Path) -> dict[str, str]:
     """A log dir's meta.properties: who the node is (node.id, cluster.id, directory.id)."""
     return dict(ln.split("=", 1) for ln in (d / "meta.properties").read_text().splitlines()
                 if "=" in ln and not ln.startswith("#"))
+
+
+def mounts_under(root: Path) -> list[str]:
+    """Mount points at or below ``root`` (/proc/mounts; octal escapes as the kernel writes them)."""
+    top = str(root)
+    with open("/proc/mounts", encoding="utf-8") as fh:
+        points = [ln.split()[1].encode().decode("unicode_escape") for ln in fh if len(ln.split()) > 1]
+    return [m for m in points if m == top or m.startswith(top.rstrip("/") + "/")]
 
 
 def proc_state(pid: int) -> str | None:
@@ -192,6 +203,8 @@ class RealCluster:
         net = self.k.net.record() if self.k.net is not None else {}
         have = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
         out += [f"netns {ns}" for ns in net.get("netns", []) if ns in have]
+        out += [f"/etc/netns/{ns}" for ns in net.get("netns", []) if Path("/etc/netns", ns).exists()]
+        out += [f"mount {m}" for m in mounts_under(self.root)]
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
         out += [f"link {d}" for d in [net.get("bridge"), *net.get("veths", [])]
                 if d and re.search(rf"^\d+: {re.escape(d)}[@:]", links, re.M)]

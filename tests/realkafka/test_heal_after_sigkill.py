@@ -4,10 +4,11 @@ The run applies five real faults at once to a real Kafka cluster - a SIGSTOPped 
 (pause), a broker isolated by faultline-tagged iptables rules in its network namespace, a
 SIGKILLed broker, a tbf qdisc on the controller's interface (link rate) and the AlterPartition
 proxy, a process of its own placed by DNAT in every broker's namespace (delay) - and is then
-killed with SIGKILL: its JVMs, its namespaces, its proxy and its clients live on, orphaned.
-`faultline heal` (the heal ledger alone) must then leave no Kafka JVM of the run, no process
-naming the run directory, no proxy, no client, no faultline-tagged iptables rule and no qdisc on
-this machine, no namespace or device of the run's network, and an empty ledger.
+killed with SIGKILL: its JVMs, its namespaces, its lossyfs disks (the target's default), its proxy
+and its clients live on, orphaned. `faultline heal` (the heal ledger alone) must then leave no
+Kafka JVM of the run, no process naming the run directory, no proxy, no client, no mount, no
+faultline-tagged iptables rule, no rule naming the run's bridge (its FORWARD rule) and no qdisc
+on this machine, no namespace or device of the run's network, and an empty ledger.
 
 Other tests' real-Kafka clusters may run meanwhile (their own ``flk<tag>`` namespaces and this
 machine's end of their networks): the host-wide comparisons ignore exactly those devices, and
@@ -26,7 +27,7 @@ import pytest
 
 from tests.harness.clirun import LOCAL_INV, faultline, force_cleanup, pids_matching, proc_state, read_jsonl, spawn, \
     wait_for
-from tests.realkafka.realcluster import RELEASES
+from tests.realkafka.realcluster import RELEASES, mounts_under
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -115,6 +116,7 @@ def test_sigkill_mid_fault_on_real_kafka_then_heal_leaves_nothing(tmp_path: Path
                             capture_output=True, text=True).stdout
         assert "tbf" in qd, "the controller's link should be rate-limited"
         assert proc_state(proxy) not in (None, "Z") and clients
+        assert mounts_under(run_dir), "the nodes' disks should be lossyfs mounts (the target's default)"
 
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
@@ -130,6 +132,7 @@ def test_sigkill_mid_fault_on_real_kafka_then_heal_leaves_nothing(tmp_path: Path
         assert proc_state(proxy) in (None, "Z"), "the AlterPartition proxy survived heal"
         assert [p for p in clients if proc_state(p) not in (None, "Z")] == [], "client processes survived heal"
         assert set(net["netns"]) & netns_names() == set(), "namespaces of the run survived heal"
+        assert mounts_under(run_dir) == [], "the run's lossyfs disks are still mounted"
         assert [d for d in [net["bridge"], *net.get("veths", [])] if link_exists(d)] == [], "devices survived heal"
         after = iptables()
         assert not [ln for ln in after if any(f"faultline:{i}" in ln for i in ids)], "tagged iptables rules survived"
