@@ -10,6 +10,14 @@
 - the page-cache-loss reboot (truncate-unflushed): the broker's segment files end where the cut
   says, the note names the uncertain ranges, and the broker comes back.
 - a reboot whose cut fails after its kill is healed at once: the broker runs again, registered.
+- every partition shape between the brokers and the controller: a TCP connect from inside each
+  node's namespace to each other node's listener fails exactly for the shape's pairs while it is
+  applied and works after the heal, which leaves no rule; Kafka's reaction where a shape has one
+  (an isolated follower leaves the ISR and is fenced, one cut from its leader only leaves the ISR,
+  one cut from the controller is fenced).
+- the degraded link (tbf): a bulk transfer out of the broker takes as long as the rate says.
+- and all along, the observer (as a run's) records the partitions; the last test compares what it
+  saw with what checkers/kafkalog reads from Kafka's own logs.
 """
 from __future__ import annotations
 

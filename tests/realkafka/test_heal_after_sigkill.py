@@ -36,7 +36,7 @@ CAMPAIGN = textwrap.dedent(f"""
     name: crash-real
     target: {{inventory: {LOCAL_INV}}}
     topic: {{name: crash, partitions: 3, replication_factor: 3, min_insync_replicas: 2}}
-    workload: {{producers: 1, consumers: 1, rate: 50, duration: 300}}
+    workload: {{producers: 1, consumers: 0, rate: 50, duration: 300}}
     nemesis:
       schedule: targeted
       settings:
