@@ -50,10 +50,10 @@ def iptables_rules() -> str:
 
 
 def qdiscs() -> set[str]:
-    """This machine's qdiscs, but those of real-Kafka clusters other tests run meanwhile (this
-    machine's end of each cluster's network, ``flk<tag>``, tests/realkafka): this test creates none."""
+    """This machine's qdiscs, but those of real-Kafka clusters other tests run meanwhile (each
+    cluster's bridge ``flk<tag>`` and veths ``flk<tag>v<n>``, tests/realkafka): this test creates none."""
     return {ln for ln in subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout.splitlines()
-            if not re.search(r" dev flk[0-9a-f]{4}\b", ln)}
+            if not re.search(r" dev flk[0-9a-f]{4}(?:v\d+)?[@: ]", ln)}
 
 
 def start_run(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path, Path]:

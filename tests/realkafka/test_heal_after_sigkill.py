@@ -10,9 +10,9 @@ Kafka JVM of the run, no process naming the run directory, no proxy, no client, 
 faultline-tagged iptables rule, no rule naming the run's bridge (its FORWARD rule) and no qdisc
 on this machine, no namespace or device of the run's network, and an empty ledger.
 
-Other tests' real-Kafka clusters may run meanwhile (their own ``flk<tag>`` namespaces and this
-machine's end of their networks): the host-wide comparisons ignore exactly those devices, and
-are as strict as tests/harness/test_heal_after_sigkill.py otherwise.
+Other tests' real-Kafka clusters may run meanwhile (their own ``flk<tag>`` namespaces, bridge,
+veths and FORWARD rule): the host-wide comparisons ignore exactly those devices and look only
+at rules naming this run, and are as strict as tests/harness/test_heal_after_sigkill.py otherwise.
 """
 from __future__ import annotations
 
@@ -60,10 +60,10 @@ def iptables() -> list[str]:
 
 def qdiscs(mine: set[str]) -> set[str]:
     """This machine's qdiscs, but those of the devices other tests' real-Kafka clusters hold
-    meanwhile (``flk<tag>``, not this run's)."""
+    meanwhile (their bridge ``flk<tag>`` and veths ``flk<tag>v<n>``, not this run's)."""
     out = set()
     for line in subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout.splitlines():
-        m = re.search(r" dev (flk[0-9a-f]{4})\b", line)
+        m = re.search(r" dev (flk[0-9a-f]{4})(?:v\d+)?[@: ]", line)   # a cluster's bridge flkTAG, veths flkTAGvN
         if m and m.group(1) not in mine:
             continue
         out.add(line)
