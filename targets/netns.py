@@ -26,12 +26,12 @@ import random
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from groundwork.ledger import state_dir
 from targets.base import InfraError
 
 #: per-namespace /etc files ``ip netns exec`` binds over /etc (ip-netns(8))
@@ -188,8 +188,10 @@ def _write_etc_files(netns: str, names: dict[str, str]) -> None:
 
 @contextlib.contextmanager
 def _subnet_lock() -> Iterator[None]:
-    """An exclusive lock in faultline's state dir (flock: released when the process dies)."""
-    with open(state_dir() / "cluster-net.lock", "a+") as fh:
+    """An exclusive lock for this machine (flock: released when the process dies). Not in the
+    state dir: subnets are the machine's, and runs with state dirs of their own (tests set
+    FAULTLINE_STATE_DIR per run) must not pick one /24 together either."""
+    with open(Path(tempfile.gettempdir()) / "faultline-cluster-net.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

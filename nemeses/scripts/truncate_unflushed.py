@@ -136,7 +136,7 @@ def read_checkpoint(path):
         # CheckpointReadBuffer.read takes no line, or a version alone, as no entries: a broker
         # killed before its first checkpoint write (log.initial.task.delay.ms) leaves it so
         if lines and lines[0] != "0":
-            fail(f"{path}: checkpoint version {lines[0]}, want 0")
+            fail(f"{path}: not a Kafka offset checkpoint (version line {lines[0]!r}, want 0)")
         return {}
     try:
         version, count = int(lines[0]), int(lines[1])

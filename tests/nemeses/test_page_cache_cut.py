@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,12 @@ def test_controller_metadata_log_is_in_reach_and_keeps_what_raft_flushed(tmp_pat
         assert u["kept"] == [11, 13] and "cut" not in u
         nem.stop(rec)                                   # heal: the controller runs again
         assert node.service_pids()
+        # the wipe finds the controller's config on its command line: wait until the restarted
+        # process has exec'd it (spawn returns the pid before the exec)
+        deadline = time.monotonic() + 10
+        while "kafka.Kafka" not in Path(f"/proc/{node.service_pids()[0]}/cmdline").read_bytes().decode(errors="replace"):
+            assert time.monotonic() < deadline, "the restarted controller never showed its command line"
+            time.sleep(0.02)
         # disk-wipe on a controller empties its metadata log dir and keeps who it is
         wipe = DiskWipe()
         wipe.setup(make_ctx(tmp_path / "w", [node]))
@@ -311,5 +318,33 @@ def test_segments_wholly_below_the_checkpoint_are_kept_without_being_read(tmp_pa
         assert part["expected_log_end_offset"] == 15 and part["log_end_offset_before"] == 20
         assert part["truncated_bytes"] == len(batch_bytes(15, 5))
         assert (pdir / f"{10:020d}.log").exists() and not (pdir / f"{15:020d}.log").exists()
+    finally:
+        node.stop_service(9)
+
+
+def test_an_empty_checkpoint_as_kafka_creates_it_reads_as_no_entries(tmp_path):
+    """Kafka creates every checkpoint file empty when it opens it (CheckpointFile's constructor,
+    Files.createFile) and writes it at the next checkpoint, 60 s on; until then the file is empty,
+    and Kafka reads it as no entries (CheckpointFile.CheckpointReadBuffer.read), as the cut must:
+    every batch since offset 0 is cut (nothing rolled, nothing flushed). A file that is not a
+    checkpoint at all is still refused in one line."""
+    log_dir = tmp_path / "data"
+    pdir = write_partition(log_dir, "fresh", 0, {0: [(0, 5), (5, 5)]})
+    (log_dir / "recovery-point-offset-checkpoint").write_text("")
+    node = kafka_like(tmp_path, "broker-1", "broker", 1, {"log.dirs": str(log_dir)})
+    node.log_dirs = [str(log_dir)]
+    try:
+        nem = Reboot()
+        nem.setup(make_ctx(tmp_path, [node]))
+        rec = nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+        part = rec.undo["detail"]["broker-1"]["partitions"]["fresh-0"]
+        assert part["recovery_point"] == 0 and part["expected_log_end_offset"] == 0 and log_end_offset(pdir) == 0
+        nem.stop(rec)
+        (log_dir / "recovery-point-offset-checkpoint").write_text("garbage\n")
+        try:
+            nem.start(["broker-1"], mode="truncate-unflushed", restart=False)
+            raise AssertionError("a checkpoint file that is not one was taken")
+        except ValueError as e:
+            assert "not a Kafka offset checkpoint" in str(e) and "\n" not in str(e)
     finally:
         node.stop_service(9)
