@@ -99,6 +99,9 @@ class View:
     def events_since(self, wall: float) -> list[dict[str, Any]]:
         return self.cluster.events_since(wall)
 
+    def has_events(self, node: Any) -> bool:
+        return self.cluster.has_events(node)
+
 
 def target_name(camp: Campaign) -> str:
     """The target as the index and JUnit group runs: the inventory's name, or ``apache-kafka`` for the
@@ -479,6 +482,8 @@ class Runner:
             self.phase("collect")
             for p in self.cluster.collect_logs(self.run_dir):
                 self.notes.append(p)
+        if self.cluster is not None:
+            self.cluster.close_live()
 
     def _stop_cluster(self) -> None:
         if self.embedded is not None:

@@ -96,7 +96,7 @@ def _failover_answer(run_dir: Path) -> tuple[dict, dict, dict]:
 def test_seeds_suite(tmp_path: Path) -> None:
     env = {**os.environ, "FAULTLINE_STATE_DIR": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
     p = subprocess.run([sys.executable, "-m", "harness.cli", "suite", str(ROOT / "campaigns" / "suites" / "seeds.yaml"),
-                        "--results-dir", str(tmp_path / "results"), "--no-progress", *CELLS],
+                        "--results-dir", str(tmp_path / "results"), "--no-progress", "--target", "kraftsim", *CELLS],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1700)
     suite_dir = Path(p.stdout.strip().splitlines()[-1])
     log = [json.loads(ln) for ln in (suite_dir / "suite-log.jsonl").read_text().splitlines()]
