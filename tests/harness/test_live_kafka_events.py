@@ -45,7 +45,7 @@ def test_events_come_from_the_live_kafka_logs(tmp_path: Path) -> None:
         evs = cluster.events_since(0.0)
         assert [(e["event"], e["node"], e["controller_epoch"]) for e in evs] == [("controller_activated", 1000, 1)]
         (logs["broker-1"] / "server.log").write_text(BROKER_LOG)   # the broker registers
-        cluster._events_cache = (0.0, [])                           # past the 0.5 s cache
+        cluster._events_cache = cluster._kafka_cache = (0.0, [])    # past the caches
         reg = [e for e in cluster.events_since(evs[0]["wall"] + 1) if e["event"] == "broker_registered"]
         assert [(e["broker"], e["broker_epoch"]) for e in reg] == [(1, 162)]
     finally:
