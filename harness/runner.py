@@ -304,7 +304,8 @@ class Runner:
         if not self.observer.wait_until(all_partitions(c.topic.partitions, c.topic.min_insync_replicas), 30.0):
             raise InfraError(f"topic {c.topic.name}: not every partition has a leader and min ISR "
                              f"{c.topic.min_insync_replicas} within 30s ({self.observer.last_error or 'no error'})")
-        extra = {"request.timeout.ms": int(c.workload.request_timeout * 1000), **self.security.librdkafka()}
+        extra = {"request.timeout.ms": int(c.workload.request_timeout * 1000),
+                 "message.timeout.ms": int(c.workload.message_timeout * 1000), **self.security.librdkafka()}
         for i in range(c.workload.producers):
             p = ProducerWorkload(f"producer-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
                                  self.clock.now, rate=c.workload.rate, idempotence=c.workload.idempotence,
