@@ -10,8 +10,10 @@ and AlterPartition requests, which it can never answer, while the new active con
 those brokers for missing heartbeats - two sets of metadata served at once. No acknowledged write
 is lost by that alone, so the history cannot show it; the controllers' own events can.
 
-A controller's *tenure* as leader of an epoch runs from its ``controller_elected`` event to the
-first of: its ``controller_resigned`` for that epoch (check quorum, a higher epoch, shutdown), a
+A controller's *tenure* as leader of an epoch runs from its ``controller_elected`` event (real
+Kafka: ``controller_activated``, QuorumController's "Becoming the active controller at epoch E",
+checkers/kafkalog) to the first of: its ``controller_resigned`` for that epoch (check quorum, a
+higher epoch, shutdown; real Kafka: ``controller_renounced``), a
 new incarnation of it (its next ``features`` event: it restarted), or a process fault the
 timeline applied to its host (kill, pause, reboot, disk wipe, restart: a stopped process claims
 nothing it can act on). A network partition does not end a tenure - that is the case this finds.
@@ -39,6 +41,8 @@ from checkers.values import as_int
 ANOMALY = "controller_split_brain"
 #: overlaps of two leaders' tenures longer than this are split brain (see module docstring)
 SPLIT_BRAIN_AFTER_S = 3.0
+#: real Kafka's controller events (checkers/kafkalog) -> the kraftsim events they stand for here
+KAFKA_EVENTS = {"controller_activated": "controller_elected", "controller_renounced": "controller_resigned"}
 #: process faults that stop a controller from acting as leader (nemeses/process.py, reboot, disk_wipe)
 STOPPING_FAULTS = frozenset({"kill", "pause", "reboot", "disk-wipe", "restart"})
 
@@ -60,8 +64,13 @@ def tenures(events: list[dict[str, Any]], timeline: list[dict[str, Any]]) -> lis
     for e in events:
         if e.get("t") is None or e.get("role") not in (None, "controller"):
             continue
-        if e.get("event") in ("controller_elected", "controller_resigned", "features"):
+        ev = e.get("event")
+        if ev in ("controller_elected", "controller_resigned", "features"):
             by_host.setdefault(str(e.get("host")), []).append(e)
+        elif ev in KAFKA_EVENTS:
+            # real Kafka (checkers/kafkalog): the same facts, with the epoch as controller_epoch
+            by_host.setdefault(str(e.get("host")), []).append(
+                {**e, "event": KAFKA_EVENTS[ev], "epoch": e.get("controller_epoch")})
     stops: dict[str, list[tuple[float, str]]] = {}
     for f in fault_intervals(timeline):
         if f.start is not None and f.fault in STOPPING_FAULTS:

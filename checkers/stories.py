@@ -240,8 +240,18 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     l0k = l0 if l0 is not None else -1
 
     def state_before(t: float) -> dict[str, Any] | None:
+        """The partition's state before ``t``. A change read from a line that states no ISR
+        (real Kafka: a replica's state-change line, checkers/kafkalog gives ``isr`` null) keeps
+        the last ISR stated before it: an unknown ISR is not an empty one."""
         prior = [e for e in state if e["t"] < t]
-        return prior[-1] if prior else None
+        if not prior:
+            return None
+        last = prior[-1]
+        if last.get("isr") is None:
+            known = next((e for e in reversed(prior) if e.get("isr") is not None), None)
+            if known is not None:
+                last = {**last, "isr": known["isr"]}
+        return last
 
     def became(b: int, epoch: int | None, after: float) -> dict[str, Any] | None:
         for e in pe:

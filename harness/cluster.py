@@ -134,6 +134,14 @@ class Cluster:
     inventory_path: Path
     embedded: EmbeddedTarget | None = None
     _events_cache: tuple[float, list[dict[str, Any]]] = field(default=(0.0, []), repr=False)
+    #: live Kafka logs (:meth:`_live_kafka_events`): the scratch folder, each host's paths and zone,
+    #: the size of each copied file
+    _live_dir: Path | None = field(default=None, repr=False)
+    _live_paths: dict[str, tuple[dict[str, str], str | None]] = field(default_factory=dict, repr=False)
+    _live_sizes: dict[str, int] = field(default_factory=dict, repr=False)
+    _kafka_cache: tuple[float, list[dict[str, Any]]] = field(default=(0.0, []), repr=False)
+    #: event log path -> (characters parsed, the events parsed from them)
+    _parsed: dict[str, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_inventory(cls, inv: Inventory, *, embedded: EmbeddedTarget | None = None) -> "Cluster":
@@ -155,9 +163,15 @@ class Cluster:
         return node.spec.event_log
 
     def events_since(self, wall: float) -> list[dict[str, Any]]:
-        """Cluster events with ``wall >= wall`` from every node's event log (cached 0.5 s)."""
+        """Cluster events with ``wall >= wall`` from every node's event log (cached 0.1 s); on
+        real Kafka hosts (no event log) from Kafka's own log4j files as they are now, read by
+        the same reader the checker uses (checkers/kafkalog). Why live: a campaign's ``until:``
+        steps wait on the events they need (a re-registration, a controller election), and on
+        real Kafka those are only in its logs; without them ``restarted`` would mean only "the
+        JVM runs", 20-60 s before the broker registers on a loaded machine."""
         at, cached = self._events_cache
-        if time.monotonic() - at > 0.5:
+        now = time.monotonic()
+        if now - at > 0.1:
             cached = []
             for n in self.nodes.values():
                 p = self.event_log_path(n)
@@ -167,13 +181,79 @@ class Cluster:
                     text = n.transport.read_text(p) or ""
                 except TransportError:
                     continue
-                for line in text.splitlines():
+                # an event log only grows: parse only the lines added since the last read
+                seen, parsed = self._parsed.get(p, (0, []))
+                if len(text) < seen:
+                    seen, parsed = 0, []
+                end = text.rfind("\n") + 1
+                for line in text[seen:end].splitlines():
                     try:
-                        cached.append(json.loads(line))
+                        parsed.append(json.loads(line))
                     except ValueError:
                         continue
-            self._events_cache = (time.monotonic(), cached)
+                self._parsed[p] = (max(seen, end), parsed)
+                cached += parsed
+            kat, kafka = self._kafka_cache
+            if now - kat > 0.5:   # real Kafka's logs: read and assembled whole, so less often
+                kafka = self._live_kafka_events()
+                self._kafka_cache = (now, kafka)
+            cached += kafka
+            self._events_cache = (now, cached)
         return [e for e in cached if isinstance(e.get("wall"), (int, float)) and e["wall"] >= wall]
+
+    def has_events(self, node: ClusterNode) -> bool:
+        """Whether the events of ``node`` can be read while the run goes on: its event log, or
+        Kafka's logs where the inventory says where they are."""
+        return bool(self.event_log_path(node) or node.spec.log_dir or node.spec.log_files)
+
+    def _live_kafka_events(self) -> list[dict[str, Any]]:
+        """Events from the current Kafka log files of the hosts without an event log: each file
+        copied as it is now into a scratch folder laid out as the collector lays out
+        ``RUN/cluster-logs`` (a file unchanged since the last read is not copied again), then
+        read as a whole by :func:`checkers.kafkalog.read_cluster_logs`, so an event is made
+        exactly as the checker will make it from the collected files."""
+        hosts = [n for n in self.nodes.values() if not self.event_log_path(n) and (n.spec.log_dir or n.spec.log_files)]
+        if not hosts:
+            return []
+        if self._live_dir is None:
+            import tempfile
+            self._live_dir = Path(tempfile.mkdtemp(prefix="faultline-live-logs-"))
+        for n in hosts:
+            dest = self._live_dir / n.name
+            dest.mkdir(exist_ok=True)
+            if n.name not in self._live_paths:
+                paths, zone = self.kafka_log_paths(n)
+                if zone is None:    # as the collector does: the host's own zone
+                    r = n.transport.run(["date", "+%z"])
+                    zone = r.stdout.strip() if r.ok and r.stdout.strip() else None
+                self._live_paths[n.name] = (paths, zone)
+            paths, zone = self._live_paths[n.name]
+            meta = dest / kafkalog.META_FILE
+            if not meta.exists():
+                meta.write_text(json.dumps({"node_id": n.node_id, "role": n.role, "timezone": zone or "UTC"}),
+                                encoding="utf-8")
+            for kind, remote in paths.items():
+                try:
+                    text = n.transport.read_text(remote)
+                except TransportError:
+                    continue
+                if text is None:
+                    continue
+                local = dest / KAFKA_LOG_FILES[kind]
+                if self._live_sizes.get(str(local)) != len(text):
+                    local.write_text(text, encoding="utf-8")
+                    self._live_sizes[str(local)] = len(text)
+        try:
+            return kafkalog.read_cluster_logs(self._live_dir)
+        except Exception:  # noqa: BLE001 - a live read never stops a run; the checker reads the files again
+            return []
+
+    def close_live(self) -> None:
+        """Remove the scratch folder of the live Kafka logs."""
+        if self._live_dir is not None:
+            import shutil
+            shutil.rmtree(self._live_dir, ignore_errors=True)
+            self._live_dir = None
 
     def collect_logs(self, run_dir: Path) -> list[str]:
         """Copy each node's event log (and service log) to ``RUN/cluster-logs/<host>/``; on a

@@ -177,6 +177,9 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "replica.high.watermark.checkpoint.interval.ms": (_int(10), 1000),
     # the pause after a partition error; after a lost connection at least 200 ms (kraftsim's floor)
     "replica.fetch.backoff.ms": (_int(0), 100),
+    # a follower's Fetch MaxWaitMs: how long the leader may park it with nothing new (Kafka's
+    # default, both profiles); at most replica.lag.time.max.ms, as KafkaConfig requires
+    "replica.fetch.wait.max.ms": (_int(0), 500),
     "broker.session.timeout.ms": (_int(100), 3000),
     # KRaftConfigs METADATA_MAX_IDLE_INTERVAL_MS (3.4 KafkaConfig MetadataMaxIdleIntervalMs): the
     # active controller appends a NoOpRecord this often (gate noop_records); 0 = never. Kafka's
@@ -307,4 +310,9 @@ def load(path: Path, role: str) -> Config:
     for key in REQUIRED[role]:
         if values.get(key) is None:
             raise ConfigError(f"kraftsim: {path}: key '{key}': required for a {role}")
+    if int(values["replica.fetch.wait.max.ms"]) > int(values["replica.lag.time.max.ms"]):
+        # KafkaConfig.validateValues: "replica.fetch.wait.max.ms should always be less than or equal
+        # to replica.lag.time.max.ms to prevent frequent changes in ISR"
+        raise ConfigError(f"kraftsim: {path}: key 'replica.fetch.wait.max.ms': at most replica.lag.time.max.ms "
+                          f"({values['replica.lag.time.max.ms']}) is wanted, got {values['replica.fetch.wait.max.ms']}")
     return Config(Path(path), values)

@@ -43,7 +43,8 @@ from kraftsim.raft.quorum_controller import MetadataQuorum
 from kraftsim.events import EventLog
 from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage,
                                PartitionState)
-from kraftsim.partition_change import Election, PartitionChangeBuilder
+from kraftsim.partition_change import UNASSIGNED_DIR, Election, PartitionChangeBuilder
+from kraftsim.storage.checkpoints import kafka_uuid_text
 from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build, error_response
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -55,6 +56,7 @@ CONTROLLER_APIS = {
     56: (2, 3),   # AlterPartition (v3 from Kafka 3.5 software: Controller.run)
     62: (0, 4),   # BrokerRegistration
     63: (0, 1),   # BrokerHeartbeat
+    73: (0, 0),   # AssignReplicasToDirs (KIP-858; answered UNSUPPORTED_VERSION below 3.7-IV2)
 }
 
 
@@ -265,6 +267,14 @@ class Controller:
         reg = self.image.brokers.get(b)
         return reg is not None and not reg.fenced and not reg.shutting_down
 
+    def default_dir(self, broker: int) -> str:
+        """ClusterControlManager.defaultDir (KIP-858): the broker's only log directory, else
+        UNASSIGNED (not registered, or several dirs). Below 3.7-IV2 no replica has a directory."""
+        reg = self.image.brokers.get(broker)
+        if reg is None or len(reg.log_dirs) != 1:
+            return UNASSIGNED_DIR
+        return reg.log_dirs[0]
+
     def _builder(self, ps: PartitionState, remove: int = NO_LEADER, add: int = NO_LEADER,
                  unclean_shutdown: int = NO_LEADER) -> PartitionChangeBuilder:
         """The builder as ReplicationControlManager.generateLeaderAndIsrUpdates sets it up: the
@@ -273,6 +283,7 @@ class Controller:
         def acceptable(r: int) -> bool:
             return r != remove and r != unclean_shutdown and (r == add or self._eligible(r))
         b = PartitionChangeBuilder(ps, acceptable, self.cfg.features, self.effective_min_isr(ps.topic))
+        b.set_default_dir_provider(self.default_dir)
         if self._topic_cfg(ps.topic, "unclean.leader.election.enable"):
             b.set_election(Election.UNCLEAN)
         ms, by = self._seed004_thresholds(ps.topic)
@@ -438,8 +449,11 @@ class Controller:
                     self.append(prs)
         epoch = self.next_offset  # the RegisterBrokerRecord's offset (the last of the event's batch)
         # a RegisterBrokerRecord is fenced until the broker's heartbeat shows it caught up
+        # RegisterBrokerRecord v3 carries the log dirs' ids from metadata.version 3.7-IV2 (KIP-858)
+        log_dirs = ([kafka_uuid_text(u) for u in (getattr(req, "log_dirs", None) or ())]
+                    if self.cfg.features.directory_assignment else [])
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
-                      "host": host, "port": port}])
+                      "host": host, "port": port, **({"log_dirs": log_dirs} if log_dirs else {})}])
         self.last_hb[bid] = now
         self.ev.emit("broker_registered", broker=bid, broker_epoch=epoch,
                      previous_broker_epoch=prev, clean_shutdown=clean)
@@ -661,10 +675,56 @@ class Controller:
             # buildPartitionRegistration: ISR = the active replicas, leader = the first of them
             isr = [r for r in reps if self._eligible(r)]
             ps = PartitionState(topic=name, partition=p, replicas=reps, isr=isr, leader=isr[0],
-                                leader_epoch=0, partition_epoch=0)
+                                leader_epoch=0, partition_epoch=0,
+                                directories=([self.default_dir(r) for r in reps]
+                                             if self.cfg.features.directory_assignment else None))
             precs.append(self._commit_partition(None, ps, "initial"))
         self.append(precs)
         return ErrorCode.none, None
+
+    @one_write_event
+    async def h_assign_replicas_to_dirs(self, header: Any, req: Any, peer: Peer) -> Any:
+        """ReplicationControlManager.handleAssignReplicasToDirs (KIP-858): a broker says which log
+        directory holds each of its replicas; each replica whose directory differs from the
+        partition's is a PartitionChangeRecord with the new Directories (PartitionChangeBuilder
+        .setDirectory): the partition epoch goes up by one, nothing else changes. A broker whose
+        disk was replaced (newly formatted: a new directory.id) sends one for every partition it
+        hosts as soon as it has created their logs."""
+        cls = load_response_schema(73, req.__version__)
+        if not self.cfg.features.directory_assignment:
+            return build(cls, {"error_code": ErrorCode.unsupported_version, "directories": []})
+        bid = int(req.broker_id)
+        reg = self.image.brokers.get(bid)
+        if reg is None or reg.broker_epoch != int(req.broker_epoch):
+            return build(cls, {"error_code": ErrorCode.stale_broker_epoch, "directories": []})
+        recs: list[dict] = []
+        dirs_out = []
+        for dd in req.directories:
+            dir_id = kafka_uuid_text(dd.id_)
+            topics_out = []
+            for td in dd.topics:
+                tname = self.image.topic_ids.get(str(td.topic_id))
+                parts_out = []
+                for pd in td.partitions:
+                    ps = self.image.partition(tname, int(pd.partition_index)) if tname else None
+                    if tname is None:
+                        err = ErrorCode.unknown_topic_id
+                    elif ps is None:
+                        err = ErrorCode.unknown_topic_or_partition
+                    elif bid not in ps.replicas:
+                        err = ErrorCode.not_leader_or_follower
+                    else:
+                        err = ErrorCode.none
+                        rec = self._change_record(ps, self._builder(ps).set_directory(bid, dir_id),
+                                                  "directory_assignment")
+                        if rec is not None:
+                            recs.append(rec)
+                    parts_out.append({"partition_index": pd.partition_index, "error_code": err})
+                topics_out.append({"topic_id": td.topic_id, "partitions": parts_out})
+            dirs_out.append({"id_": dd.id_, "topics": topics_out})
+        if recs:
+            self.append(recs)
+        return build(cls, {"error_code": ErrorCode.none, "directories": dirs_out})
 
     # ------------------------------------------------------------------ run
 
@@ -716,7 +776,7 @@ class Controller:
         self.ev.emit("features", **self.cfg.features.describe())
         _, host, port = self.cfg["listeners"]
         handlers = {19: self.h_create_topics, 56: self.h_alter_partition, 62: self.h_registration,
-                    63: self.h_heartbeat}
+                    63: self.h_heartbeat, 73: self.h_assign_replicas_to_dirs}
         # AlterPartition v3 (NewIsrWithEpochs) exists from Kafka 3.5 (AlterPartitionRequest.json); a
         # controller advertises every version its software has (SimpleApiVersionManager)
         apis = {**CONTROLLER_APIS, 56: (2, 3 if self.cfg.features.alter_partition_v3 else 2)}

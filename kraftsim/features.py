@@ -49,6 +49,7 @@ IBP_3_3_IV1: MetadataVersion = (3, 3, 1)
 IBP_3_5_IV1: MetadataVersion = (3, 5, 1)
 IBP_3_6_IV0: MetadataVersion = (3, 6, 0)
 IBP_3_7_IV0: MetadataVersion = (3, 7, 0)
+IBP_3_7_IV2: MetadataVersion = (3, 7, 2)
 IBP_4_0_IV1: MetadataVersion = (4, 0, 1)
 IBP_4_1_IV0: MetadataVersion = (4, 1, 0)
 
@@ -189,6 +190,17 @@ GATES: tuple[Gate, ...] = (
          "-> out of ISR and ELR, else as if fenced - KAFKA-18106 (apache/kafka#18045), first 4.0.0; before it "
          "a re-registration changes no partition (unless the 3.8-3.9 ELR handler applies)",
          software=Range(since=(4, 0, 0))),
+    Gate("directory_assignment", "KIP-858 replica directory assignment (MetadataVersion.isDirectoryAssignmentSupported)",
+         "both",
+         "server-common/.../MetadataVersion.java isDirectoryAssignmentSupported (IBP_3_7_IV2); a broker registers "
+         "its log dirs' directory.id (RegisterBrokerRecord v3 LogDirs), a partition names each replica's "
+         "directory (PartitionRecord Directories: ClusterControlManager.defaultDir, the broker's only dir), and a "
+         "broker whose log of a partition is in another directory than its registration says (a replaced, "
+         "newly formatted disk) sends AssignReplicasToDirs (ReplicaManager.applyDelta -> "
+         "maybeUpdateTopicAssignment -> AssignmentsManager); the controller writes a PartitionChangeRecord "
+         "with the new Directories (ReplicationControlManager.handleAssignReplicasToDirs, "
+         "PartitionChangeBuilder.setDirectory): the partition epoch goes up by one - KIP-858, first 3.7.0",
+         software=Range(since=(3, 7, 0)), protocol=Range(since=IBP_3_7_IV2)),
     Gate("pre_vote", "KIP-996 Pre-Vote (ProspectiveState, Vote v2 PreVote)", "software",
          "raft/.../KafkaRaftClient.java, QuorumState.transitionToProspective, ProspectiveState, "
          "FollowerState.canGrantPreVote - KAFKA-17641 (Vote v2) / KAFKA-17642 (ProspectiveState), first 4.0.0; "

@@ -27,6 +27,9 @@ class BrokerReg:
     port: int
     fenced: bool = True
     shutting_down: bool = False
+    #: RegisterBrokerRecord.LogDirs (KIP-858): the directory.id of each log dir; empty below
+    #: metadata.version 3.7-IV2 (the record has no such field)
+    log_dirs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -42,6 +45,9 @@ class PartitionState:
     last_known_elr: list[int] = field(default_factory=list)
     leader_recovery_state: int = RECOVERED
     last_leader: int = NO_LEADER
+    #: PartitionRecord.Directories (KIP-858): each replica's log directory id, in replica order;
+    #: None below metadata.version 3.7-IV2 (Kafka's DirectoryId.MIGRATING for every replica)
+    directories: list[str] | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {"type": "partition", **asdict(self)}
@@ -66,7 +72,8 @@ class MetadataImage:
         t = rec.get("type")
         if t == "register_broker":
             self.brokers[rec["broker"]] = BrokerReg(rec["broker"], rec["broker_epoch"], rec["incarnation_id"],
-                                                    rec["host"], rec["port"], fenced=True)
+                                                    rec["host"], rec["port"], fenced=True,
+                                                    log_dirs=list(rec.get("log_dirs") or []))
         elif t == "fence_broker":
             b = self.brokers.get(rec["broker"])
             if b and b.broker_epoch == rec["broker_epoch"]:

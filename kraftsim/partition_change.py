@@ -15,7 +15,9 @@ Deliberate choices, each a Kafka version:
 - ``canElectLastKnownLeader`` requires the last known leader to be an acceptable leader
   (KAFKA-19522, Kafka 4.1; 4.0 elected it even when fenced). kraftsim turns ELR on by default
   from metadata.version 4.1, so the 4.1 behaviour is the one modelled.
-- Reassignment (adding/removing replicas) and directories are not modelled.
+- Reassignment (adding/removing replicas) is not modelled. Directories (KIP-858) are, from
+  metadata.version 3.7-IV2 (``setAssignmentChanges``): every change writes the replicas'
+  directories when they differ from the partition's, so ``setDirectory`` alone is a change.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from kraftsim.metadata import NO_LEADER, RECOVERED, RECOVERING, PartitionState
 
 #: PartitionChangeRecord.leader when the leader does not change (Kafka: NO_LEADER_CHANGE)
 NO_LEADER_CHANGE = -2
+#: DirectoryId.UNASSIGNED (Uuid "AAAAAAAAAAAAAAAAAAAAAA"): a replica whose broker has no single log dir
+UNASSIGNED_DIR = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 class Election(Enum):
@@ -45,11 +49,13 @@ class ChangeRecord:
     elr: list[int] | None = None
     last_known_elr: list[int] | None = None
     leader_recovery_state: int | None = None
+    directories: list[str] | None = None
 
     def is_noop(self) -> bool:
         """PartitionChangeBuilder.changeRecordIsNoOp."""
         return (self.leader == NO_LEADER_CHANGE and self.isr is None and self.elr is None
-                and self.last_known_elr is None and self.leader_recovery_state is None)
+                and self.last_known_elr is None and self.leader_recovery_state is None
+                and self.directories is None)
 
 
 @dataclass
@@ -82,6 +88,10 @@ class PartitionChangeBuilder:
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
+        #: DirectoryId.createAssignmentMap(replicas, directories): replica -> directory id
+        self.target_directories: dict[int, str] = dict(zip(partition.replicas, partition.directories or []))
+        #: setDefaultDirProvider: the directory of a replica the map lacks (ClusterDescriber.defaultDir)
+        self.default_dir: Callable[[int], str] = lambda _r: UNASSIGNED_DIR
         #: docs/seeds.md#seed-004's eligibility test (None: the preference is off, Kafka's behaviour)
         self.local_log_eligible: Callable[[int], bool] | None = None
         #: how the leader was chosen when it changed: "isr", "elr", "last_known_leader", "unclean"
@@ -114,6 +124,16 @@ class PartitionChangeBuilder:
         if self.local_log_eligible is None:
             return self.target_replicas
         return sorted(self.target_replicas, key=lambda r: not self.local_log_eligible(r))
+
+    def set_directory(self, broker: int, directory: str) -> "PartitionChangeBuilder":
+        """setDirectory: the replica on ``broker`` is in log directory ``directory`` (KIP-858,
+        ReplicationControlManager.handleAssignReplicasToDirs)."""
+        self.target_directories[broker] = directory
+        return self
+
+    def set_default_dir_provider(self, default_dir: Callable[[int], str]) -> "PartitionChangeBuilder":
+        self.default_dir = default_dir
+        return self
 
     def set_target_leader_recovery_state(self, lrs: int) -> "PartitionChangeBuilder":
         self.target_leader_recovery_state = lrs
@@ -245,9 +265,19 @@ class PartitionChangeBuilder:
             record.isr = list(self.target_isr)
         self._trigger_leader_epoch_bump_for_isr_shrink_if_needed(record)
         self._maybe_update_last_known_leader(record)
+        self._set_assignment_changes(record)
         if self.target_leader_recovery_state != self.partition.leader_recovery_state:
             record.leader_recovery_state = self.target_leader_recovery_state
         return None if record.is_noop() else record
+
+    def _set_assignment_changes(self, record: ChangeRecord) -> None:
+        """setAssignmentChanges (directories only: reassignment is not modelled): from
+        metadata.version 3.7-IV2 the replicas' directories, written when they differ."""
+        if not self.features.directory_assignment or not self.target_replicas:
+            return
+        dirs = [self.target_directories.get(r) or self.default_dir(r) for r in self.target_replicas]
+        if dirs != list(self.partition.directories or []):
+            record.directories = dirs
 
     def build(self) -> PartitionState | None:
         """The partition after the change (PartitionRegistration.merge), or None for a no-op:
@@ -272,6 +302,8 @@ def merge(p: PartitionState, record: ChangeRecord) -> PartitionState:
         new.elr = list(record.elr)
     if record.last_known_elr is not None:
         new.last_known_elr = list(record.last_known_elr)
+    if record.directories is not None:
+        new.directories = list(record.directories)
     new.partition_epoch = p.partition_epoch + 1
     if p.leader != NO_LEADER:
         new.last_leader = p.leader if new.leader == NO_LEADER else new.leader
@@ -280,4 +312,4 @@ def merge(p: PartitionState, record: ChangeRecord) -> PartitionState:
     return new
 
 
-__all__ = ["PartitionChangeBuilder", "Election", "ChangeRecord", "merge", "NO_LEADER_CHANGE", "RECOVERED"]
+__all__ = ["PartitionChangeBuilder", "Election", "ChangeRecord", "merge", "NO_LEADER_CHANGE", "RECOVERED", "UNASSIGNED_DIR"]

@@ -54,6 +54,9 @@ CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers
 PARTITION_SELECTORS = ("leader-of", "follower-of", "replica-of")
 PARTITION_CONDITIONS = ("isr-contains", "isr-excludes", "elr-contains", "elr-excludes", "leader-is", "leader-not")
 NODE_CONDITIONS = ("restarted", "running", "stopped")
+#: the KRaft quorum's active controller (the ``active-controller`` selector's answer) is / is not
+#: one of SEL's hosts: "a new active controller was elected" on kraftsim and real Kafka alike
+CONTROLLER_CONDITIONS = ("active-controller-is", "active-controller-not")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
@@ -256,7 +259,7 @@ def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_
                 cp = join(join(sp, "until"), cname)
                 if cname in PARTITION_CONDITIONS:
                     _check_partition_cond(sel, c, cval, cp, partitions)
-                elif cname in NODE_CONDITIONS:
+                elif cname in NODE_CONDITIONS or cname in CONTROLLER_CONDITIONS:
                     sel(cval, cp)
                 elif cname == "event":
                     em = c.mapping(cval, cp, allow_none=False)
@@ -266,7 +269,7 @@ def _parse_schedule(c: Validator, raw: Any, path: str, *, partitions: int, host_
                 elif cname in CONDITIONS:
                     CONDITIONS[cname][0](c, cval, cp)
                 else:
-                    allc = [*PARTITION_CONDITIONS, *NODE_CONDITIONS, "event", *CONDITIONS]
+                    allc = [*PARTITION_CONDITIONS, *NODE_CONDITIONS, *CONTROLLER_CONDITIONS, "event", *CONDITIONS]
                     raise c.fail(cp, f"unknown condition; expected one of: {', '.join(allc)}")
                 step.timeout = c.number(s.get("timeout", 60), join(sp, "timeout"), positive=True)
                 step.on_timeout = c.string(s.get("on-timeout", "fail"), join(sp, "on-timeout"), choices=["fail", "continue"])

@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterator, Protocol
 from nemeses.active import ActiveFaults, FaultConflict, FaultFailed
 from nemeses.base import CONDITIONS, FaultRecord, NemesisContext
 from nemeses.random_plan import PlannedFault, slot_plan
-from nemeses.schedule import (CONTROLLER_SELECTORS, NODE_CONDITIONS, PARTITION_CONDITIONS, PARTITION_SELECTORS,
+from nemeses.schedule import (CONTROLLER_CONDITIONS, CONTROLLER_SELECTORS, NODE_CONDITIONS, PARTITION_CONDITIONS,
+                              PARTITION_SELECTORS,
                               RandomMix, Schedule, Step)
 
 
@@ -39,6 +40,10 @@ class ClusterView(Protocol):
 
     def events_since(self, wall: float) -> list[dict[str, Any]]:
         """Cluster event-log records (docs/history-format.md) with ``wall >= wall``."""
+
+    def has_events(self, node: Any) -> bool:
+        """Whether ``node``'s events can be read during the run (optional: without it, a node's
+        spec ``event_log`` decides)."""
 
 
 class ScheduleRunner:
@@ -133,11 +138,19 @@ class ScheduleRunner:
         best: tuple[int, int] | None = None
         resigned: set[tuple[int, int]] = set()
         for e in self.view.events_since(0.0):
-            if e.get("event") == "controller_elected" and e.get("leader") in ctrls:
+            ev = e.get("event")
+            if ev == "controller_elected" and e.get("leader") in ctrls:
                 key = (int(e["epoch"]), int(e["leader"]))
                 best = key if best is None or key > best else best
-            elif e.get("event") == "controller_resigned":
+            elif ev == "controller_activated" and e.get("node") in ctrls:
+                # real Kafka (checkers/kafkalog): QuorumController's "Becoming the active
+                # controller at epoch E" - the same fact for the selector
+                key = (int(e["controller_epoch"]), int(e["node"]))
+                best = key if best is None or key > best else best
+            elif ev == "controller_resigned":
                 resigned.add((int(e.get("epoch", -1)), int(e.get("leader", -1))))
+            elif ev == "controller_renounced":
+                resigned.add((int(e.get("controller_epoch", -1)), int(e.get("node", -1))))
         if best is None:
             return ctrls[min(ctrls)] if len(ctrls) == 1 else None
         return None if best in resigned else ctrls[best[1]]
@@ -193,6 +206,13 @@ class ScheduleRunner:
         return self.faults.heal_all()
 
     # -- conditions -----------------------------------------------------------------------
+    def _has_events(self, node: Any) -> bool:
+        """Whether the view can read ``node``'s events (ClusterView.has_events, when it has one)."""
+        has = getattr(self.view, "has_events", None)
+        if has is not None:
+            return bool(has(node))
+        return bool(getattr(getattr(node, "spec", None), "event_log", True))
+
     def condition(self, cond: dict[str, Any], since_wall: float) -> bool:
         (cname, cval), = cond.items()
         if cname in PARTITION_CONDITIONS:
@@ -217,15 +237,22 @@ class ScheduleRunner:
                     continue
                 if not running:
                     return False
-                if cname == "restarted" and getattr(getattr(node, "spec", None), "event_log", True):
-                    # with an event log, "restarted" means registered again with the controller;
-                    # without one (a lab host with no kafka_event_log) running is all we can see
+                if cname == "restarted" and self._has_events(node):
+                    # with events (kraftsim's log, or real Kafka's own logs read live), "restarted"
+                    # means registered again with the controller; without (a lab host with no
+                    # kafka_event_log and no Kafka log dir) running is all we can see
                     since = self.faults.last_hit_wall.get(h, since_wall)
                     evs = self.view.events_since(since)
                     if not any(e.get("event") in ("broker_registered", "broker_unfenced")
                                and e.get("broker") == node.node_id for e in evs):
                         return False
             return True
+        if cname in CONTROLLER_CONDITIONS:
+            active = self.active_controller()
+            if active is None:
+                return False
+            hosts = set(self.resolve(str(cval)))
+            return (active in hosts) if cname == "active-controller-is" else (active not in hosts)
         if cname == "event":
             want = dict(cval)
             return any(all(e.get(k) == v for k, v in want.items()) for e in self.view.events_since(since_wall))

@@ -202,11 +202,16 @@ class EmbeddedApacheKafka:
         if self.disks is not None:
             self._mount_disks()
         self.say(f"starting {len(self.nodes)} Kafka JVMs ...")
-        for n in sorted(self.nodes, key=lambda x: not x.is_controller):
-            cmd = self.jvm_command(n, log4j[self.release_of(n).logging][1])
-            pid = LocalTransport(n.name, netns=n.netns).spawn(cmd, log_path=str(self.node_dir(n) / "process.log"))
-            (self.dir / f"{n.name}.pid").write_text(f"{pid}\n")
-            self._commands[n.name] = cmd
+        deadline = time.monotonic() + timeout
+        controllers_first = [n for n in self.nodes if n.role == "controller"]
+        for group in (controllers_first, [n for n in self.nodes if n.role != "controller"]):
+            for n in group:
+                cmd = self.jvm_command(n, log4j[self.release_of(n).logging][1])
+                pid = LocalTransport(n.name, netns=n.netns).spawn(cmd, log_path=str(self.node_dir(n) / "process.log"))
+                (self.dir / f"{n.name}.pid").write_text(f"{pid}\n")
+                self._commands[n.name] = cmd
+            if group is controllers_first and group:
+                self._wait_active_controller(group, deadline)
         self.bootstrap = ",".join(f"{n.address}:{BROKER_PORT}" for n in self.nodes if n.is_broker)
         self._wait_ready(timeout)
         self._refuse_unknown_keys()
@@ -248,6 +253,25 @@ class EmbeddedApacheKafka:
 
     def _node(self, name: str) -> NodePlan:
         return next(n for n in self.nodes if n.name == name)
+
+    def _wait_active_controller(self, controllers: list[NodePlan], deadline: float) -> None:
+        """Until a controller's log says it became the active controller (QuorumController's
+        "Becoming the active controller at epoch E"): the brokers start after that. Why: six JVMs
+        starting at once on two loaded cores starved the quorum's 0.5-1 s raft timeouts, which
+        elected 35-51 times in a minute (3.4.0, 3.9.0), and a broker gave up registering
+        (initial.broker.registration.timeout.ms). A controller that exits first ends the wait."""
+        while time.monotonic() < deadline:
+            for n in controllers:
+                pid = int((self.dir / f"{n.name}.pid").read_text().split()[0])
+                if not LocalTransport(n.name).pid_alive(pid):
+                    raise self._died(n)
+                log = self.node_dir(n) / "logs" / "controller.log"
+                try:
+                    if "Becoming the active controller" in log.read_text(encoding="utf-8", errors="replace"):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.5)
 
     def _wait_ready(self, timeout: float) -> None:
         """Until every broker is registered and unfenced; a JVM that exits first ends the wait
@@ -390,7 +414,11 @@ def node_properties(role: str, node_id: int, address: str, *, voters: str, log_d
     # the internal topics fit the cluster (Kafka's defaults want 3 brokers and 50 partitions)
     p.update({"offsets.topic.replication.factor": str(min(3, brokers)), "offsets.topic.num.partitions": "3",
               "transaction.state.log.replication.factor": str(min(3, brokers)),
-              "transaction.state.log.min.isr": str(min(2, brokers)), "group.initial.rebalance.delay.ms": "0"})
+              "transaction.state.log.min.isr": str(min(2, brokers)), "group.initial.rebalance.delay.ms": "0",
+              # a broker restarted by a fault keeps trying to register while a starved quorum
+              # elects (Kafka's 60 s, then the broker exits: "unable to register with the
+              # controller quorum"); a campaign may still set its own
+              "initial.broker.registration.timeout.ms": "300000"})
     p.update(server_properties(settings))
     return p
 

@@ -102,7 +102,11 @@ class Worker:
         self._body, self._spec = body, spec
         self._proc: Any = None
 
-    def start(self, ready_timeout: float = 30.0) -> None:
+    def start(self, ready_timeout: float = 120.0) -> None:
+        """Start the child and wait until its client is ready. Why 120 s: a spawned interpreter
+        importing confluent_kafka and its first metadata took over 30 s on a 2-core machine at
+        load 40 (six Kafka JVMs starting beside other jobs); a client that cannot start in two
+        minutes is an infrastructure failure."""
         args = (self._body, self.control, self._spec)
         if self.mode == "process":
             self._proc = _SPAWN.Process(target=_run_body, args=args, name=self.name, daemon=True)

@@ -16,7 +16,8 @@ Defaults chosen for a fault harness, all overridable through ``extra_config``:
 ``acks=all`` (docs/seeds.md#seed-003-2-5); ``retries=0`` when idempotence is off, so a rejected send is a
 definite failure (see the outcomes table); ``message.timeout.ms=30000`` and
 ``request.timeout.ms=10000`` so a partitioned leader turns into ``info`` outcomes within a
-run rather than after librdkafka's five-minute default.
+run rather than after librdkafka's five-minute default (a campaign's ``workload.message_timeout``,
+120 s by default, replaces the 30 s: harness/campaign.py says why).
 
 The client runs in its own spawned process (see :mod:`workloads._worker`); ``stats()`` reads
 shared counters, so the harness's progress line costs nothing.

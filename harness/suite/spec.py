@@ -35,11 +35,17 @@ Schema (docs/suites.md)::
         allowed_by: unclean.leader.election.enable=true   # loss-allowed: the setting every loss story must name
         require_errors: [NOT_ENOUGH_REPLICAS, ...]   # at least one send ended with one of these
         timeout: 900                 # seconds the run may take before it counts as infrastructure
+        axes: {target: [kraftsim]}   # optional: only some of the suite's axis values (say why)
 
 Axes: a suite's ``axes`` run every cell once per value of a campaign key (per combination, when
 there are several), as seeds and inventories do: ``NAME[target.timing=kafka-defaults]``. Why:
 the same pair must hold under another setting (Kafka's own default timeouts, not kraftsim's
 short ones), and the index shows a cell's results for each value side by side, one row per cell.
+
+A cell's own ``axes`` keeps some of a suite axis's values only (a kraftsim-only scenario on a
+``target: [kraftsim, apache-kafka]`` axis). ``faultline suite --target X`` on a suite with a
+target axis runs every cell on X alone, named without the axis tag, and leaves out the cells
+whose own ``axes`` exclude X.
 
 Every cell is validated up front by loading its campaign with its overrides, so a bad
 override is a bad suite file (exit 2, one line) before anything runs.
@@ -58,7 +64,7 @@ from harness.versions import is_version_key
 
 SUITE_KEYS = ("name", "description", "defaults", "axes", "cells", "retention")
 CELL_KEYS = ("name", "campaign", "set", "seeds", "inventory", "expect", "allowed_by", "timeout", "require_errors",
-             "require_anomalies", "forbid_anomalies")
+             "require_anomalies", "forbid_anomalies", "axes")
 DEFAULT_KEYS = ("set", "seeds", "inventory", "timeout")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/=@+-]*$")
 DEFAULT_TIMEOUT = 900.0
@@ -167,6 +173,33 @@ def _axes(c: Validator, v: Any) -> dict[str, list[str]]:
     return out
 
 
+def _kind(target: Any) -> str:
+    """An embedded target's kind: ``apache-kafka:4.1.0`` -> ``apache-kafka``."""
+    return str(target).split(":", 1)[0].strip()
+
+
+def _cell_axes(c: Validator, v: Any, path: str, axes: dict[str, Any]) -> dict[str, list[str]]:
+    """A cell's own ``axes: {key: [values]}``: some of the suite's axis values only, for a cell
+    that cannot run under the others (a kraftsim-only scenario on a ``target`` axis; its comment
+    says why). Each key is a suite axis, each value one of that axis's."""
+    if v is None:
+        return {}
+    m = c.mapping(v, path, allow_none=False)
+    out: dict[str, list[str]] = {}
+    for k, vals in m.items():
+        if k not in axes:
+            raise c.fail(f"{path}.{k}", f"not an axis of this suite (axes: {', '.join(axes) or 'none'})")
+        if not isinstance(vals, list) or not vals:
+            raise c.fail(f"{path}.{k}", "expected a non-empty list of the suite axis's values")
+        texts = [_scalar(x) for x in vals]
+        for i, t in enumerate(texts):
+            if t not in [_scalar(a) for a in axes[k]]:
+                raise c.fail(f"{path}.{k}[{i}]", f"{t!r} is not a value of the suite's axis {k} "
+                             f"({', '.join(_scalar(a) for a in axes[k])})")
+        out[k] = texts
+    return out
+
+
 def _combinations(axes: dict[str, list[str]]) -> list[dict[str, str]]:
     """Every combination of the axes' values, the first axis varying slowest (file order)."""
     combos: list[dict[str, str]] = [{}]
@@ -239,8 +272,15 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True, target: str
     defaults = c.mapping(doc.get("defaults"), "defaults")
     c.keys(defaults, "defaults", DEFAULT_KEYS)
     axes = _axes(c, doc.get("axes"))
-    if target and any(k in ("target", "target.embedded") for k in axes):
-        raise c.fail("axes", "the suite's own target axis picks each cell's target; give no --target with it")
+    target_axis = next((k for k in axes if k in ("target", "target.embedded")), None)
+    all_axes = dict(axes)
+    if target and target_axis:
+        # `--target X` on a suite with a target axis: every cell on X alone, as without the axis
+        # (cells named without the axis tag); X must be one of the axis's kinds
+        if not any(_kind(v) == _kind(target) for v in axes[target_axis]):
+            raise c.fail(f"axes.{target_axis}", f"--target {target} is not one of this suite's targets "
+                         f"({', '.join(axes[target_axis])})")
+        del axes[target_axis]
     base = path.resolve().parent
     raw_cells = doc["cells"]
     if not isinstance(raw_cells, list) or not raw_cells:
@@ -278,6 +318,11 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True, target: str
         require = c.str_list(m["require_errors"], f"{p}.require_errors", min_len=1) if m.get("require_errors") is not None else []
         anomalies = {k: c.str_list(m[k], f"{p}.{k}", min_len=1) if m.get(k) is not None else []
                      for k in ("require_anomalies", "forbid_anomalies")}
+        own_axes = _cell_axes(c, m.get("axes"), f"{p}.axes", all_axes)
+        if target and target_axis and target_axis in own_axes and \
+                not any(_kind(v) == _kind(target) for v in own_axes.pop(target_axis)):
+            continue   # the cell runs only on other targets (its axes say why)
+        cell_axes = {k: own_axes.get(k, vals) for k, vals in axes.items()}
         for seed in seeds:
             for inv in invs:
                 tags = []
@@ -286,7 +331,7 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True, target: str
                 if len(invs) > 1:
                     tags.append(f"@{Path(inv).stem}" if inv else "@campaign")
                 row = cname + (f"[{','.join(tags)}]" if tags else "")
-                for combo in _combinations(axes):
+                for combo in _combinations(cell_axes):
                     ctags = tags + [axis_tag(k, v) for k, v in combo.items()]
                     cid = cname + (f"[{','.join(ctags)}]" if ctags else "")
                     if cid in seen:

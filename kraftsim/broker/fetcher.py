@@ -73,6 +73,8 @@ class ReplicaFetcherThread:
         #: replica.fetch.backoff.ms: the pause after a partition error (at least 200 ms after a
         #: lost connection, kraftsim's floor against reconnect storms)
         self.backoff_s = int(broker.cfg["replica.fetch.backoff.ms"]) / 1000
+        #: replica.fetch.wait.max.ms: the Fetch's MaxWaitMs (ReplicaFetcherThread's maxWait)
+        self.max_wait_ms = int(broker.cfg["replica.fetch.wait.max.ms"])
 
     async def run(self) -> None:
         b, leader = self.b, self.leader
@@ -113,11 +115,11 @@ class ReplicaFetcherThread:
             # IBP_3_5_IV1); an older Fetch carries none, which is what -1 says here
             epoch = b.lifecycle.broker_epoch if b.features.kip903 else -1
             req = build(cls, {"replica_state": {"replica_id": b.node_id, "replica_epoch": epoch},
-                              "max_wait": 500, "min_bytes": 1, "max_bytes": 16 * 1024 * 1024, "isolation_level": 0,
+                              "max_wait": self.max_wait_ms, "min_bytes": 1, "max_bytes": 16 * 1024 * 1024, "isolation_level": 0,
                               "session_id": 0, "session_epoch": -1,
                               "topics": [{"topic_id": uuid.UUID(tid), "partitions": ps} for tid, ps in by_topic.items()]})
             try:
-                resp = await client.request(req, timeout=5)
+                resp = await client.request(req, timeout=5 + self.max_wait_ms / 1000)
             except (OSError, asyncio.TimeoutError, ConnectionError):
                 await asyncio.sleep(max(self.backoff_s, 0.2))  # AbstractFetcherThread: fetchBackOffMs
                 continue

@@ -21,6 +21,7 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from kraftsim.storage.checkpoints import directory_uuid
 from kraftsim.wire import Client, build
 
 
@@ -55,7 +56,9 @@ class BrokerLifecycleManager:
                                              "security_protocol": 0}],
                               "features": [{"name": "metadata.version", "min_supported_version": 1,
                                             "max_supported_version": 27}],
-                              "rack": None, "previous_broker_epoch": b.logs.previous_broker_epoch})
+                              "rack": None, "previous_broker_epoch": b.logs.previous_broker_epoch,
+                              # KIP-858: the log dirs' directory.id (the controller keeps them from 3.7-IV2)
+                              "log_dirs": tuple(directory_uuid(d) for d in b.logs.directory_ids.values())})
             try:
                 resp = await client.request(req, timeout=3)
             except (OSError, asyncio.TimeoutError, ConnectionError):

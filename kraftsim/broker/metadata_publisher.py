@@ -54,6 +54,7 @@ class BrokerMetadataPublisher:
         if not self.published:
             return
         self.b.replica_manager.apply_delta(keys)
+        self.b.assignments.maybe_update(keys)   # ReplicaManager.applyDelta's maybeUpdateTopicAssignment
 
     def maybe_publish(self) -> None:
         """BrokerServer.startup: the BrokerMetadataPublisher starts publishing (first publish: every

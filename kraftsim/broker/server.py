@@ -26,6 +26,7 @@ from typing import Awaitable, Callable
 from kio.schema.errors import ErrorCode
 
 from kraftsim.broker.alter_partition import AlterPartitionManager
+from kraftsim.broker.assignments import AssignmentsManager
 from kraftsim.broker.apis import BROKER_APIS, KafkaApis
 from kraftsim.broker.fetcher import ReplicaFetcherManager
 from kraftsim.broker.lifecycle import BrokerLifecycleManager
@@ -71,6 +72,7 @@ class BrokerServer:
         self.lifecycle = BrokerLifecycleManager(self)
         self.replica_manager = ReplicaManager(self)
         self.alter_partition_manager = AlterPartitionManager(self)
+        self.assignments = AssignmentsManager(self)
         self.fetcher_manager = ReplicaFetcherManager(self)
         self.rlm = RemoteLogManager(self)  # KIP-405 remote tier, KIP-1023, docs/seeds.md#seed-004 reports
         self.apis = KafkaApis(self)
@@ -139,6 +141,7 @@ class BrokerServer:
         self.tasks = [asyncio.ensure_future(self.supervise(f, name)) for f, name in (
             (self.lifecycle.run, "lifecycle_loop"), (self.metadata.run, "metadata_loop"),
             (self.alter_partition_manager.run, "alter_loop"), (self.replica_manager.run, "leader_loop"),
+            (self.assignments.run, "assignments_loop"),
             (self.rlm.run, "remote_loop"))]
         await stop.wait()
         await self.shutdown()

@@ -196,6 +196,16 @@ def new_directory_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def directory_uuid(text: str) -> uuid.UUID:
+    """A Kafka Uuid string (base64url, 22 chars) as the 16 bytes the wire carries."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+def kafka_uuid_text(u: uuid.UUID) -> str:
+    """The wire's Uuid as Kafka prints it (Uuid.toString: base64url without padding)."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
+
+
 def write_meta_properties(log_dir: Path, *, node_id: int, cluster_id: str, directory_id: str | None = None) -> dict[str, str]:
     """Write ``meta.properties`` v1 the way Java's ``Properties.store`` does (comment + date)."""
     props = {

@@ -82,6 +82,8 @@ class LogManager:
         self._load_completed: set[Path] = set()
         #: dirs taken offline while loading (LogDirFailureChannel), with the first error
         self.offline_dirs: dict[Path, str] = {}
+        #: each log dir's meta.properties directory.id (KIP-858), read as the dirs are checked
+        self.directory_ids: dict[Path, str] = {}
 
     # ------------------------------------------------------------------ startup
 
@@ -91,8 +93,11 @@ class LogManager:
         except CheckpointError as e:
             raise StorageConfigError(str(e)) from None
         if props is None:
-            write_meta_properties(d, node_id=self.node_id, cluster_id=self.cluster_id)
+            props = write_meta_properties(d, node_id=self.node_id, cluster_id=self.cluster_id)
+            self.directory_ids[d] = props["directory.id"]
             return
+        if props.get("directory.id"):
+            self.directory_ids[d] = props["directory.id"]
         path = d / "meta.properties"
         if props.get("version") != "1":
             raise StorageConfigError(
@@ -216,6 +221,13 @@ class LogManager:
         self.checkpoint_recovery_points([self._dir_of[(log.topic, log.partition)]])
 
     # ------------------------------------------------------------------ partitions
+
+    def directory_id_of(self, topic: str, partition: int) -> str | None:
+        """LogManager.directoryId(log.dir.getParent): the directory.id of the dir holding the
+        partition's log, None when there is no such log."""
+        with self._lock:
+            d = self._dir_of.get((topic, partition))
+        return self.directory_ids.get(d) if d is not None else None
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))

@@ -49,6 +49,19 @@ def test_a_leader_cut_from_its_voters_that_never_resigns_is_split_brain():
     assert (r["brokers_fenced"], r["fenced_brokers"]) == (3, "1,2,3")
 
 
+def test_real_kafka_controller_activations_are_tenures_too():
+    """On real Kafka the tenures come from QuorumController's lines (checkers/kafkalog):
+    ``controller_activated`` / ``controller_renounced`` with the epoch as ``controller_epoch``. 3.6:
+    the cut controller never renounces; 3.7+: it renounces when check quorum makes its raft leader
+    resign. Before, real Kafka's events made no tenure at all and no split brain was ever found."""
+    act = [_ev(1.0, "controller-1", "controller_activated", node="1000", controller_epoch=2),
+           _ev(11.8, "controller-2", "controller_activated", node="1001", controller_epoch=3)]
+    rows = quorum.split_brain(act, [], end_t=30.0)
+    assert [(r["old_leader"], r["new_leader"], r["seconds"]) for r in rows] == [(1000, 1001, 18.2)]
+    renounced = [_ev(11.5, "controller-1", "controller_renounced", node="1000", controller_epoch=2)]
+    assert quorum.split_brain(act + renounced, [], end_t=30.0) == []
+
+
 def test_check_quorum_resignation_is_not_split_brain():
     """Kafka 3.7: the cut-off leader resigns 1.5 fetch timeouts after its last majority Fetch;
     the new one was elected a fraction of a second before: no row."""

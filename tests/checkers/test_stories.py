@@ -43,6 +43,17 @@ def last_replica_standing(b: HistoryBuilder, t: str) -> None:
     b.drain(t, 0, vals, 4, 20.0, process=f"{t}.drain")
 
 
+def last_replica_standing_isr_unstated(b: HistoryBuilder, t: str) -> None:
+    """The same story as Kafka 3.9's logs tell it (a real run of campaigns/last-replica-standing.yaml):
+    the partition change that took the fenced leader away comes from a replica's state-change line,
+    which states no ISR (checkers/kafkalog: ``isr`` null), so the ISR it was elected from is the
+    last one stated, [1] - not an empty ISR and not an unclean election."""
+    last_replica_standing(b, t)
+    for e in b.events.get("controller", []):
+        if e.get("topic") == t and e.get("partition_epoch") == 2:
+            e["isr"] = None
+
+
 def unclean(b: HistoryBuilder, t: str) -> None:
     b.event("controller", 1.0, "leader_elected", topic=t, partition=0, leader=1, leader_epoch=0, partition_epoch=0,
             isr=[1], elr=[], reason="initial")
@@ -123,7 +134,8 @@ def lossy_leader(b: HistoryBuilder, t: str) -> None:
             process=f"{t}.drain")
 
 
-SCENARIOS = {"lrs": last_replica_standing, "unclean-t": unclean, "mystery": unexplained, "lossy-leader": lossy_leader,
+SCENARIOS = {"lrs": last_replica_standing, "lrs-isr-unstated": last_replica_standing_isr_unstated,
+             "unclean-t": unclean, "mystery": unexplained, "lossy-leader": lossy_leader,
              "unclean-dead-isr": unclean_after_dead_isr_member, "double-pcl": double_page_cache_loss}
 
 
@@ -155,6 +167,13 @@ def test_last_replica_standing(stories):
     assert "broker 1 recovered lrs@0" in text and "ending at offset 2" in text and "KIP-966" in text
     rec = next(st for st in s["steps"] if st["kind"] == "recovery")
     assert rec["event"] == {"source": "cluster-logs/broker-1/events.jsonl", "line": 1}
+
+
+def test_an_isr_no_line_stated_is_the_last_one_stated(stories):
+    _, by = stories
+    s = by["lrs-isr-unstated"]
+    assert s["mechanism"] == "last_replica_standing", s
+    assert "unclean election" not in " ".join(s["sentences"]) and "the last replica standing in the ISR [1]" in " ".join(s["sentences"])
 
 
 def test_unclean_election_allowed_by_topic_config(stories):

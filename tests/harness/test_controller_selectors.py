@@ -92,3 +92,21 @@ def test_embedded_inventory_takes_a_controller_count(tmp_path: Path) -> None:
     inv.write_text(inv.read_text().replace("controllers: 3", "controllers: 0"))
     with pytest.raises(Exception, match="all.vars.kraftsim.controllers"):
         load_inventory(inv)
+
+
+def test_real_kafka_activations_name_the_active_controller_and_the_condition_waits_for_a_new_one(tmp_path: Path) -> None:
+    """On real Kafka the controllers' events come from their logs (checkers/kafkalog):
+    ``controller_activated`` (QuorumController's "Becoming the active controller at epoch E") and
+    ``controller_renounced``, with the controller as ``node``. The selector reads them as it reads
+    kraftsim's elections, and ``active-controller-not: SEL`` (a new active controller elected)
+    holds only once another controller has activated."""
+    view = EventView()
+    r, _ = _runner(tmp_path, view)
+    view.events.append({"wall": 1.0, "node": 1001, "event": "controller_activated", "controller_epoch": 4})
+    assert r.resolve("active-controller") == ["controller-2"]
+    r.names["ctl"] = ["controller-2"]
+    assert r.condition({"active-controller-is": "@ctl"}, 0.0) and not r.condition({"active-controller-not": "@ctl"}, 0.0)
+    view.events.append({"wall": 2.0, "node": 1001, "event": "controller_renounced", "controller_epoch": 4})
+    assert not r.condition({"active-controller-not": "@ctl"}, 0.0)   # nobody active: not yet
+    view.events.append({"wall": 3.0, "node": 1002, "event": "controller_activated", "controller_epoch": 5})
+    assert r.resolve("active-controller") == ["controller-3"] and r.condition({"active-controller-not": "@ctl"}, 0.0)

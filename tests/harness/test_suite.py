@@ -256,8 +256,9 @@ def test_cell_globs_select_part_of_a_suite_and_a_glob_matching_nothing_is_exit_2
     from harness.suite.spec import load_suite, select_cells
     spec = load_suite(ROOT / "campaigns" / "suites" / "seeds.yaml", validate_campaigns=False)
     part = select_cells(spec, ["unclean-election/*", "min-isr/*"])
-    assert [c.id for c in part.cells] == ["unclean-election/enabled", "unclean-election/disabled", "min-isr/4.1"]
-    assert [c.index for c in part.cells] == [0, 1, 2] and len(spec.cells) > 3
+    assert [c.id for c in part.cells] == [f"{n}[target={t}]" for n in ("unclean-election/enabled", "unclean-election/disabled",
+                                                                        "min-isr/4.1") for t in ("kraftsim", "apache-kafka")]
+    assert [c.index for c in part.cells] == list(range(6)) and len(spec.cells) > 6
     p = _faultline(["suite", str(ROOT / "campaigns" / "suites" / "seeds.yaml"), "--cell", "nope/*",
                     "--results-dir", str(tmp_path / "r"), "--no-progress", "--no-preflight"])
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]

@@ -64,6 +64,36 @@ def test_axes_expand_like_seeds_and_name_their_cells(tmp_path: Path) -> None:
     assert camp.workload.rate == 50
 
 
+TARGET_SUITE = """
+name: both
+axes:
+  target: [kraftsim, apache-kafka]
+cells:
+  - {name: calm/both, campaign: calm.yaml, seeds: 1, expect: no-loss}
+  - {name: calm/sim-only, campaign: calm.yaml, seeds: 1, expect: no-loss, axes: {target: [kraftsim]}}
+"""
+
+
+def test_a_cell_keeps_some_axis_values_and_target_runs_one_side(tmp_path: Path) -> None:
+    """A cell's own ``axes`` narrows a suite axis (a kraftsim-only scenario on a target axis);
+    ``--target X`` on a suite with a target axis runs every cell on X alone, named without the
+    axis tag, and leaves out the cells that do not run on X."""
+    from harness.suite.spec import load_suite
+    (tmp_path / "calm.yaml").write_text(CALM_CAMPAIGN, encoding="utf-8")
+    f = tmp_path / "suite.yaml"
+    f.write_text(TARGET_SUITE)
+    assert [c.id for c in load_suite(f).cells] == ["calm/both[target=kraftsim]", "calm/both[target=apache-kafka]",
+                                                   "calm/sim-only[target=kraftsim]"]
+    sim = load_suite(f, target="kraftsim")
+    assert [c.id for c in sim.cells] == ["calm/both", "calm/sim-only"] and not sim.axes
+    real = load_suite(f, target="apache-kafka:4.1.0")
+    assert [c.id for c in real.cells] == ["calm/both"] and "target.embedded=apache-kafka:4.1.0" in real.cells[0].overrides
+    from groundwork.config import ConfigError
+    with pytest.raises(ConfigError, match="not a value of the suite's axis target"):
+        f.write_text(TARGET_SUITE.replace("[kraftsim]}}", "[docker]}}"))
+        load_suite(f, validate_campaigns=False)
+
+
 BAD_AXES = [
     ("axes: {expect: [loss, no-loss]}\ncells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n",
      "axes.expect", "cell's own key"),

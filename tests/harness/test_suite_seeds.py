@@ -14,7 +14,9 @@ AlterPartition is answered by a *new* active controller, elected by the Raft quo
 one it was sent to was killed. For that pair the test reads the proxy's and the controllers'
 own events: the answer came from another controller than the one the request was held for,
 that controller was elected between hold and release, and it accepted the stale request at
-3.4 but answered INELIGIBLE_REPLICA (107) at 4.1. Every cell runs three controllers.
+3.4 but rejected it at 4.1: INVALID_UPDATE_VERSION (95) when the wiped replica's directory
+assignment (KIP-858) moved the partition epoch first, as on real Kafka 4.1.0, else
+INELIGIBLE_REPLICA (107, KIP-903). Every cell runs three controllers.
 
 The leader-choice pair (docs/seeds.md#seed-004, KIP-1023) is read the same way: the wiped follower restarted
 from the last tiered offset, and with the preference on the long-log replica was elected.
@@ -96,7 +98,7 @@ def _failover_answer(run_dir: Path) -> tuple[dict, dict, dict]:
 def test_seeds_suite(tmp_path: Path) -> None:
     env = {**os.environ, "FAULTLINE_STATE_DIR": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
     p = subprocess.run([sys.executable, "-m", "harness.cli", "suite", str(ROOT / "campaigns" / "suites" / "seeds.yaml"),
-                        "--results-dir", str(tmp_path / "results"), "--no-progress", *CELLS],
+                        "--results-dir", str(tmp_path / "results"), "--no-progress", "--target", "kraftsim", *CELLS],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1700)
     suite_dir = Path(p.stdout.strip().splitlines()[-1])
     log = [json.loads(ln) for ln in (suite_dir / "suite-log.jsonl").read_text().splitlines()]
@@ -124,7 +126,13 @@ def test_seeds_suite(tmp_path: Path) -> None:
         assert answer["upstream"] == addresses[elected["leader"]] != hold["upstream"], (hold, elected, answer)
         assert answer["accepted"] is accepted, answer
         if not accepted:
-            assert answer["error_code"] == 107 and answer["error"] == "INELIGIBLE_REPLICA", answer
+            # at 4.1 the wiped X registers a new log directory and its directory assignment moves
+            # the partition epoch (KIP-858): when that came first, the held request is stale
+            # (INVALID_UPDATE_VERSION, as real Kafka 4.1.0 answered it); else KIP-903's check
+            moved = [e for e in _cluster_events(run_dir) if e["event"] == "isr_changed"
+                     and e.get("reason") == "directory_assignment" and hold["wall"] < e["wall"] < answer["wall"]]
+            want = (95, "INVALID_UPDATE_VERSION") if moved else (107, "INELIGIBLE_REPLICA")
+            assert (answer["error_code"], answer["error"]) == want, (answer, moved)
     assert cells["controller-failover/vulnerable-3.4"]["mechanisms"] == {"stale_alter_partition_readmit":
                                                                         cells["controller-failover/vulnerable-3.4"]["lost"]}, summary
     # docs/seeds.md#seed-004 with KIP-1023: the wiped follower X re-bootstrapped from the last tiered offset

@@ -11,6 +11,7 @@ a metadata record, exactly as a replayed PartitionRecord would set it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import uuid
 from pathlib import Path
@@ -26,6 +27,11 @@ from kraftsim.metadata import PartitionState
 from kraftsim.wire import Peer, build
 
 PEER = Peer("127.0.0.1", 1)
+
+
+def directory_uuid(text: str) -> uuid.UUID:
+    """A Kafka Uuid as printed (``directory.id``: base64url without padding) as the wire's 16 bytes."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 TOPIC = "foo"
 
 
@@ -47,17 +53,21 @@ def run(coro: Any) -> Any:
         loop.close()
 
 
-def register_raw(c: Controller, broker: int, prev: int = -1, inc: uuid.UUID | None = None) -> Any:
+def register_raw(c: Controller, broker: int, prev: int = -1, inc: uuid.UUID | None = None,
+                 log_dirs: list[str] = ()) -> Any:
+    """A BrokerRegistration v4; ``log_dirs``: the broker's log dirs' directory.id (Kafka Uuid text)."""
     req = build(load_request_schema(62, 4), {"broker_id": broker, "cluster_id": c.cfg["cluster.id"],
                                              "incarnation_id": inc or uuid.uuid4(),
                                              "listeners": [{"name": "PLAINTEXT", "host": "h", "port": broker,
                                                             "security_protocol": 0}],
-                                             "features": [], "rack": None, "previous_broker_epoch": prev})
+                                             "features": [], "rack": None, "previous_broker_epoch": prev,
+                                             "log_dirs": tuple(directory_uuid(d) for d in log_dirs)})
     return run(c.h_registration(None, req, PEER))
 
 
-def register(c: Controller, broker: int, prev: int = -1, inc: uuid.UUID | None = None) -> int:
-    resp = register_raw(c, broker, prev, inc)
+def register(c: Controller, broker: int, prev: int = -1, inc: uuid.UUID | None = None,
+             log_dirs: list[str] = ()) -> int:
+    resp = register_raw(c, broker, prev, inc, log_dirs)
     assert resp.error_code is ErrorCode.none, resp
     return int(resp.broker_epoch)
 
@@ -147,3 +157,13 @@ def alter(c: Controller, leader: int, isr: list[int] | dict[int, int], version: 
     p = resp.topics[0].partitions[0]
     top = resp.error_code
     return top, p.error_code, p
+
+
+def assign_dir(c: Controller, broker: int, directory: str, name: str = TOPIC, broker_epoch: int | None = None) -> Any:
+    """An AssignReplicasToDirs from ``broker``: partition 0 of ``name`` is in log dir ``directory``."""
+    be = c.image.brokers[broker].broker_epoch if broker_epoch is None else broker_epoch
+    req = build(load_request_schema(73, 0), {
+        "broker_id": broker, "broker_epoch": be,
+        "directories": [{"id_": directory_uuid(directory), "topics": [
+            {"topic_id": uuid.UUID(c.image.topics[name].topic_id), "partitions": [{"partition_index": 0}]}]}]})
+    return run(c.h_assign_replicas_to_dirs(None, req, PEER))
