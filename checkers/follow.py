@@ -46,6 +46,7 @@ class HistoryFollower:
         self.quiet, self.max_age = quiet, max_age
         self.rounds = 0
         self.converted_bytes = 0
+        self.final_bytes: int | None = None   # what the final round converted (None: none ran)
         self.error = ""
         self.last: IngestResult | None = None
         self._converter = Converter(self.run_dir, split_bytes)
@@ -90,6 +91,7 @@ class HistoryFollower:
                 if self._final:      # the writers are done: everything, at full speed, then stop
                     self.last = self._converter.round([str(p) for p in H.history_files(self.run_dir)], final=True)
                     self.converted_bytes += self.last.bytes
+                    self.final_bytes = self.last.bytes
                     return
                 if self._stop.is_set():
                     return

@@ -97,6 +97,8 @@ class CheckPrep:
         self.follower: Any = None
         self.warmup: Any = None
         self.notes: list[str] = []
+        #: history bytes the last round converted after the writers were done (None: it did not run)
+        self.tail_bytes: int | None = None
 
     def start(self) -> "CheckPrep":
         try:
@@ -122,6 +124,7 @@ class CheckPrep:
         """Wait for the round in progress (the last one, after :meth:`writers_done`) and stop."""
         if self.follower is not None:
             self.follower.stop()
+            self.tail_bytes = self.follower.final_bytes
             if self.follower.error:
                 self.notes.append(f"history conversion during the run stopped ({self.follower.error}); "
                                   "the check converted the rest")
