@@ -76,7 +76,9 @@ class _Pace:
     def __init__(self, rate: float | None, files: list):
         self.rate, self.files, self.t0, self.flushed = rate, files, time.monotonic(), time.monotonic()
 
-    def tick(self, written: int) -> None:
+    def tick(self, m: int, written: int) -> None:
+        if m % 4096:
+            return
         now = time.monotonic()
         if now - self.flushed >= FLUSH_S:
             for fh in self.files:
@@ -86,6 +88,18 @@ class _Pace:
             ahead = written / self.rate - (now - self.t0)
             if ahead > 0:
                 time.sleep(ahead)
+
+
+def _messages(messages: int):
+    """(index, producer, partition, offset, value) of every message, in send order."""
+    offsets = [0] * PARTITIONS
+    seq = [0] * PRODUCERS
+    for m in range(messages):
+        p = m % PRODUCERS
+        part = (m // PRODUCERS) % PARTITIONS
+        offsets[part] += 1
+        seq[p] += 1
+        yield m, p, part, offsets[part] - 1, f"producer-{p}-{seq[p] - 1}"
 
 
 def generate(run_dir: Path, records: int, rate: float | None = None) -> tuple[int, float]:
@@ -100,20 +114,13 @@ def generate(run_dir: Path, records: int, rate: float | None = None) -> tuple[in
     prod = [open(hist / f"producer-{i}.jsonl", "w", buffering=BUF) for i in range(PRODUCERS)]
     cons = open(hist / "consumer-0.jsonl", "w", buffering=BUF)
     pace = _Pace(rate, [*prod, cons])
-    offsets = [0] * PARTITIONS
-    seq = [0] * PRODUCERS
+    ends = [0] * PARTITIONS
     cop = 0
     written = 0
-    for m in range(messages):
-        p = m % PRODUCERS
-        part = (m // PRODUCERS) % PARTITIONS
-        off = offsets[part]
-        offsets[part] += 1
+    for m, p, part, off, val in _messages(messages):
         t = m * 0.0001
-        proc = f"producer-{p}"
-        val = f"{proc}-{seq[p]}"
-        seq[p] += 1
-        op = seq[p]
+        proc, op = f"producer-{p}", m // PRODUCERS + 1
+        ends[part] = off + 1
         prod[p].write(f'{{"v":1,"t":{t:.6f},"process":"{proc}","op":{op},"type":"invoke","f":"send","topic":"bench",'
                       f'"partition":{part},"offset":null,"value":"{val}","error":null,"error_code":null}}\n'
                       f'{{"v":1,"t":{t + 0.002:.6f},"process":"{proc}","op":{op},"type":"ok","f":"send","topic":"bench",'
@@ -126,32 +133,22 @@ def generate(run_dir: Path, records: int, rate: float | None = None) -> tuple[in
                        f'"topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,'
                        f'"error_code":null}}\n')
             written += 1
-        if m % 4096 == 0:
-            pace.tick(written)
+        pace.tick(m, written)
     for fh in (*prod, cons):
         fh.close()
     drain = open(hist / "drain.jsonl", "w", buffering=BUF)
     pace.files = [drain]
     end = messages * 0.0001
-    seq = [0] * PRODUCERS
-    dpos = [0] * PARTITIONS
-    for m in range(messages):            # the drain reads every partition again, after the clients stopped
-        p = m % PRODUCERS
-        part = (m // PRODUCERS) % PARTITIONS
-        off = dpos[part]
-        dpos[part] += 1
-        val = f"producer-{p}-{seq[p]}"
-        seq[p] += 1
+    for m, p, part, off, val in _messages(messages):   # the drain reads every partition after the clients stopped
         if not _lost(m, messages):
             drain.write(f'{{"v":1,"t":{end + 5 + part:.6f},"process":"drain","op":{part + 1},"type":"ok",'
                         f'"f":"drain","topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,'
                         f'"error_code":null}}\n')
             written += 1
-        if m % 4096 == 0:
-            pace.tick(written)
+        pace.tick(m, written)
     for part in range(PARTITIONS):
         drain.write(f'{{"v":1,"t":{end + 6 + part:.6f},"process":"drain","op":{PARTITIONS + part + 1},'
-                    f'"type":"ok","f":"drain-end","topic":"bench","partition":{part},"offset":{offsets[part]},'
+                    f'"type":"ok","f":"drain-end","topic":"bench","partition":{part},"offset":{ends[part]},'
                     f'"value":null,"error":null,"error_code":null}}\n')
         written += 1
     drain.close()
