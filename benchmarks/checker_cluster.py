@@ -71,13 +71,18 @@ def check(run_dir: Path, master: str) -> dict:
             f"sys.path.insert(0, {str(REPO)!r})\n"
             "from checkers.job import check_run\n"
             "t0 = time.time(); v = check_run(sys.argv[1], spark_master=sys.argv[2]); dt = time.time() - t0\n"
-            "print('RESULT ' + json.dumps({'seconds': dt, 'checker': v['checker']}))\n")
+            "from checkers.session import make_session\n"   # after the timing: where the executors' checkers came from
+            "s = make_session(sys.argv[2])\n"
+            "where = sorted(set(s.sparkContext.parallelize(range(4), 4).map(lambda _: __import__('checkers').__file__).collect()))\n"
+            "s.stop()\n"
+            "print('RESULT ' + json.dumps({'seconds': dt, 'checker': v['checker'], 'checkers_from': where}))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     p = subprocess.run([sys.executable, "-c", code, str(run_dir), master], capture_output=True, text=True,
                        cwd=tempfile.gettempdir(), env={**env, "PYSPARK_PYTHON": sys.executable})
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        raise RuntimeError(f"check with {master} failed rc={p.returncode}: {p.stderr.strip().splitlines()[-5:]}")
+        errs = [ln for ln in p.stderr.splitlines() if " WARN " not in ln and "log4j" not in ln and "setLogLevel" not in ln]
+        raise RuntimeError(f"check with {master} failed rc={p.returncode}:\n" + "\n".join(errs[-15:]))
     out = json.loads(line[7:])
     out["verdict"] = json.loads((run_dir / "verdict.json").read_text())
     out["tables"] = {f"{d}/{f.name}": f.read_text() for d in ("anomalies", "aggregates")
@@ -142,7 +147,8 @@ def main() -> int:
         print(f"verdict.json (less 'checker') identical: {'yes' if same_verdict else 'NO'}; evidence and aggregate "
               f"tables identical: {'yes' if same_tables else 'NO'}; lost_write {cluster['verdict']['counts']['lost_write']}; "
               f"the cluster's verdict names {cluster['checker']['spark_master']}; app registered with the master: "
-              f"{'yes' if 'Registering app' in master_log else 'NO'}; executors launched by the workers: {executors}")
+              f"{'yes' if 'Registering app' in master_log else 'NO'}; executors launched by the workers: {executors}; "
+              f"the executors imported checkers from {cluster['checkers_from']}")
         print("load (1, 5 min) before/between/after: " + "  ".join(f"{a:.1f},{b:.1f}" for a, b in load))
         return 0 if same_verdict and same_tables else 1
     finally:

@@ -439,7 +439,7 @@ class Converter:
     def _load(self, files: list[str]) -> tuple[Manifest, bool]:
         """The manifest to continue from and whether the dataset starts afresh. Part files a
         round wrote but the manifest does not cover (the converter died in the round) are
-        deleted - once per converter: its own rounds finish or raise."""
+        deleted - once per converter, and again after one of its rounds raised."""
         man = Manifest.read(self.out / MANIFEST)
         if man is None or not man.still_prefix(files):
             shutil.rmtree(self.out, ignore_errors=True)
@@ -488,7 +488,11 @@ class Converter:
             if not final and not splits and not fresh and all(os.path.basename(f) in man.offsets for f in files):
                 return IngestResult(self.out, man.records, man.bad_lines, man.torn_lines, False,
                                     time.time() - started, 0, sum(starts.values()))
-            results = self._convert(splits, run_splits, threads, nice) if splits else []
+            try:
+                results = self._convert(splits, run_splits, threads, nice) if splits else []
+            except BaseException:
+                self._cleaned = False     # its part files are untrusted now: the next round drops them
+                raise
             for f in files:
                 name = os.path.basename(f)
                 if ends[f] > starts[f] or name not in man.offsets:
