@@ -214,17 +214,35 @@ class SessionWarmup:
     def take(self, timeout: float | None = None) -> SparkSession | None:
         """The session, waiting for it to start; None when it could not (see ``error``). A
         JVM this warm-up started niced gets the caller's priority back for the check (where
-        permitted: lowering a niceness needs CAP_SYS_NICE; without it, it stays niced)."""
+        permitted: lowering a niceness needs CAP_SYS_NICE; without it, it stays niced) - at
+        once, so one still starting does not starve while the check waits for it."""
         self._taken.set()
+        if self.nice:          # still starting, it must not starve now that the check waits for it
+            self._restore_priority()
         self._thread.join(timeout)
         if self._thread.is_alive() and self.spark is None:
             self.error = self.error or f"Spark did not start within {timeout:g}s"
-        if self.spark is not None and self.nice and self.owned:
-            try:
-                renice_tree(int(self.spark._jvm.java.lang.ProcessHandle.current().pid()), os.getpriority(os.PRIO_PROCESS, 0))
-            except Exception:  # noqa: BLE001 - a priority is an optimisation
-                pass
+        if self.nice:
+            self._restore_priority()
         return self.spark
+
+    def _restore_priority(self) -> None:
+        """This process's niceness for the warm-up thread and every process this process
+        started (the JVM it launched, its Python daemon and workers; by the check the run's
+        clients and cluster are gone)."""
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        try:
+            if self._thread.native_id is not None:
+                os.setpriority(os.PRIO_PROCESS, self._thread.native_id, base)
+        except OSError:
+            pass
+        for task in Path("/proc/self/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                renice_tree(child, base)
 
     def close(self) -> None:
         """Stop the session if this warm-up started it (and still starting: once it has)."""
