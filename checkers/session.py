@@ -19,6 +19,7 @@ the start, :func:`start_session`).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import tempfile
@@ -133,6 +134,7 @@ def code_zip() -> str:
         if _shipped is None or not os.path.exists(_shipped):
             fd, path = tempfile.mkstemp(prefix="faultline-checker-", suffix=".zip")
             os.close(fd)
+            atexit.register(lambda: os.path.exists(path) and os.unlink(path))
             with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
                 for p in sorted((_REPO / "checkers").rglob("*.py")):
                     z.write(p, p.relative_to(_REPO).as_posix())
