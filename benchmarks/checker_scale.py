@@ -1,40 +1,41 @@
-"""Checker scale benchmark: generate 1M / 10M / 50M-record histories, check them, print figures.
+"""Checker scale benchmark: 1M / 10M / 50M-record histories - the wait for the verdict after
+the last record is written, beside a first check from scratch (and the old checker's).
 
-Why: nightly runs record tens of millions of operations; the goal on a 2-core machine is
->= 1M history records/s at 10M, near-linear time from 1M to 50M, and a flat driver memory
-(evidence and aggregates only reach the driver, never the history). Figures are printed,
-never asserted (timing goals live here, not in unit tests).
+Why: nightly runs record tens of millions of operations, and the user waits for the verdict
+after the last fault heals. Goals on a 2-core machine: the wait after the last record >= 2M
+history records/s at 10M, the whole first check from scratch >= 1M records/s at 10M, and a
+flat driver memory from 10M to 50M (evidence and aggregates only reach the driver, never the
+history). Figures are printed, never asserted (timing goals live here, not in unit tests).
 
 An "op" here is one history record (a send invoke, a send completion, one message read by a
 consumer or by the drain); every acknowledged message therefore costs four records. A few
 lost writes are injected (removed from every read) so attribution runs too.
 
-    python benchmarks/checker_scale.py --sizes 1M,10M [--dir /tmp/checker-bench] [--keep]
+    python benchmarks/checker_scale.py --sizes 1M,10M,50M [--rate 250000] [--baseline REV]
 
-check_s is the whole first check of the run: ingest (JSON Lines -> history.parquet, once per
-run) plus the analysis; kernel_s is the partition kernel's share (Spark tasks running every
-anomaly family, checkers/kernel.py); recheck_s is a second `check` of the same run in a new
-process, the Parquet already there (what `faultline check` costs again, and the checker job's
-own speed over a converted history).
+Per size, one generated history, three checks, each in a process of its own (its own Spark
+session and peak RSS: the Python driver's ru_maxrss, the driver JVM's VmHWM):
 
-Each check runs in a fresh process so its driver peak RSS is its own: the Python driver
-(ru_maxrss) and the Spark driver JVM (VmHWM from /proc); the larger of the two checks is shown.
+- ``followed``: what ``faultline run`` does now. A writer process (the workload) writes the
+  producers' and the consumer's files side by side, flushed every 0.2 s like
+  workloads/history.py, then the drain's file, at ``--rate`` records/s; meanwhile the harness
+  process follows the history (checkers/follow.py) and starts Spark (checkers/session.py),
+  exactly as harness/check.py CheckPrep does in a run. ``wait_s`` is from the writer's exit
+  (the last record written) to the verdict: the last conversion round and the analysis.
+  ``tail_mb``: what was left to convert then.
+- ``scratch``: ``faultline check RUN`` on a run never followed (an old run): the whole first
+  check, from the call (Spark not started yet: it starts while the driver converts) to the
+  verdict. ``first_s``.
+- ``old``: the same first check by the checker of ``--baseline REV`` (``git archive`` of its
+  checkers/ and workloads/ into a temporary directory), when given.
 
-Measured at this commit on the 2-core box, idle (load 1.3-2.1), local[*]:
+The followed and the scratch verdicts must be identical (lost values included); the old
+checker's counts must match. ``--spark-master spark://HOST:PORT`` runs all three on a cluster.
 
-      size  check_s  records/s  ingest_s  kernel_s  recheck_s  recheck/s  jvm_mb  py_mb
-        1M      3.6    280,000       2.0       0.9        2.7    365,000     358    317
-       10M     15.9    627,000      11.3       4.5        5.9  1,707,000     361    403
-       50M     74.4    672,000      50.6      23.5       25.2  1,983,000     355    359
-
-So: 10M -> 50M takes 4.7x the time for 5x the records (near-linear; 1M is mostly fixed cost);
-the driver JVM stays at ~360 MB and the Python driver at ~0.4 GB, bounded by two 32 MB splits
-being converted at once, not by the history. The checker over a converted history runs at
-1.7-2.0M records/s from 10M up; the first check, which converts JSON Lines, at 0.63M/s at 10M:
-pyarrow's JSON parse alone is about 6.7 s of the 10M ingest's 11.3 s on two cores (why not a
-faster reader: checkers/ingest.py). Before this commit (1f24ecd): 10M check 19.1 s, re-check
-6.9 s; the difference is warm Spark Python workers (checkers.kernel.warm_workers) and no
-split-sized copies in the ingest.
+Why ``--rate``: the workload writes as it runs; a writer faster than the conversion on a
+shared 2-core box (this generator alone writes about 0.7M records/s, far above any real
+workload's rate) would leave a tail that says nothing about a run. 250k records/s is still a
+10M-record run in 40 s.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,6 +56,8 @@ sys.path.insert(0, str(REPO))
 PARTITIONS = 8
 PRODUCERS = 4
 LOST_EVERY = 1_000_003     # inject one lost write roughly every million messages (at least one)
+FLUSH_S = 0.2              # workloads/history.py FLUSH_INTERVAL_S
+BUF = 1 << 16              # workloads/history.py JsonlWriter's buffer
 
 
 def parse_size(s: str) -> int:
@@ -62,133 +66,248 @@ def parse_size(s: str) -> int:
     return int(float(s[:-1] if s[-1] in "KM" else s) * mult)
 
 
-def generate(run_dir: Path, records: int) -> tuple[int, float]:
-    """Write a valid history of about ``records`` records; return (records written, seconds)."""
-    t0 = time.time()
-    messages = max(1, records // 4)
-    hist = run_dir / "history"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    hist.mkdir(parents=True)
-    prod = [open(hist / f"producer-{i}.jsonl", "w", buffering=1 << 22) for i in range(PRODUCERS)]
-    cons = open(hist / "consumer-0.jsonl", "w", buffering=1 << 22)
-    drain = open(hist / "drain.jsonl", "w", buffering=1 << 22)
+def _lost(m: int, messages: int) -> bool:
+    return m % LOST_EVERY == LOST_EVERY // 2 or m == messages // 2
+
+
+class _Pace:
+    """Sleep to keep ``rate`` records/s (None: as fast as possible); flush every FLUSH_S."""
+
+    def __init__(self, rate: float | None, files: list):
+        self.rate, self.files, self.t0, self.flushed = rate, files, time.monotonic(), time.monotonic()
+
+    def tick(self, m: int, written: int) -> None:
+        if m % 4096:
+            return
+        now = time.monotonic()
+        if now - self.flushed >= FLUSH_S:
+            for fh in self.files:
+                fh.flush()
+            self.flushed = now
+        if self.rate:
+            ahead = written / self.rate - (now - self.t0)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _messages(messages: int):
+    """(index, producer, partition, offset, value) of every message, in send order."""
     offsets = [0] * PARTITIONS
     seq = [0] * PRODUCERS
-    pops = [0] * PRODUCERS
-    cop = 0
-    written = 0
-    batch_c: list[str] = []
-    lost = 0
     for m in range(messages):
         p = m % PRODUCERS
         part = (m // PRODUCERS) % PARTITIONS
-        off = offsets[part]
         offsets[part] += 1
-        t = m * 0.0001
-        proc = f"producer-{p}"
-        val = f"{proc}-{seq[p]}"
         seq[p] += 1
-        pops[p] += 1
-        op = pops[p]
+        yield m, p, part, offsets[part] - 1, f"producer-{p}-{seq[p] - 1}"
+
+
+def generate(run_dir: Path, records: int, rate: float | None = None) -> tuple[int, float]:
+    """Write a valid history of about ``records`` records, the drain's file after the others
+    (as a run writes them); return (records written, seconds)."""
+    t0 = time.time()
+    messages = max(1, records // 4)
+    hist = run_dir / "history"
+    hist.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "expect": "loss", "wall_at_t0": 0.0,
+                                                  "switches": {}}))
+    prod = [open(hist / f"producer-{i}.jsonl", "w", buffering=BUF) for i in range(PRODUCERS)]
+    cons = open(hist / "consumer-0.jsonl", "w", buffering=BUF)
+    pace = _Pace(rate, [*prod, cons])
+    ends = [0] * PARTITIONS
+    cop = 0
+    written = 0
+    for m, p, part, off, val in _messages(messages):
+        t = m * 0.0001
+        proc, op = f"producer-{p}", m // PRODUCERS + 1
+        ends[part] = off + 1
         prod[p].write(f'{{"v":1,"t":{t:.6f},"process":"{proc}","op":{op},"type":"invoke","f":"send","topic":"bench",'
                       f'"partition":{part},"offset":null,"value":"{val}","error":null,"error_code":null}}\n'
                       f'{{"v":1,"t":{t + 0.002:.6f},"process":"{proc}","op":{op},"type":"ok","f":"send","topic":"bench",'
                       f'"partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
         written += 2
-        if m % LOST_EVERY == LOST_EVERY // 2 or (m == messages // 2 and lost == 0):
-            lost += 1
-            continue   # a lost write: nobody reads it
-        if m % 16 == 0:
-            cop += 1
-        cons.write(f'{{"v":1,"t":{t + 0.01:.6f},"process":"consumer-0","op":{cop},"type":"ok","f":"poll","topic":"bench",'
-                   f'"partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
-        drain.write(f'{{"v":1,"t":{messages * 0.0001 + 5 + part:.6f},"process":"drain","op":{part + 1},"type":"ok",'
-                    f'"f":"drain","topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,"error_code":null}}\n')
-        written += 2
+        if not _lost(m, messages):
+            if m % 16 == 0:
+                cop += 1
+            cons.write(f'{{"v":1,"t":{t + 0.01:.6f},"process":"consumer-0","op":{cop},"type":"ok","f":"poll",'
+                       f'"topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,'
+                       f'"error_code":null}}\n')
+            written += 1
+        pace.tick(m, written)
+    for fh in (*prod, cons):
+        fh.close()
+    drain = open(hist / "drain.jsonl", "w", buffering=BUF)
+    pace.files = [drain]
+    end = messages * 0.0001
+    for m, p, part, off, val in _messages(messages):   # the drain reads every partition after the clients stopped
+        if not _lost(m, messages):
+            drain.write(f'{{"v":1,"t":{end + 5 + part:.6f},"process":"drain","op":{part + 1},"type":"ok",'
+                        f'"f":"drain","topic":"bench","partition":{part},"offset":{off},"value":"{val}","error":null,'
+                        f'"error_code":null}}\n')
+            written += 1
+        pace.tick(m, written)
     for part in range(PARTITIONS):
-        drain.write(f'{{"v":1,"t":{messages * 0.0001 + 6 + part:.6f},"process":"drain","op":{PARTITIONS + part + 1},'
-                    f'"type":"ok","f":"drain-end","topic":"bench","partition":{part},"offset":{offsets[part]},'
+        drain.write(f'{{"v":1,"t":{end + 6 + part:.6f},"process":"drain","op":{PARTITIONS + part + 1},'
+                    f'"type":"ok","f":"drain-end","topic":"bench","partition":{part},"offset":{ends[part]},'
                     f'"value":null,"error":null,"error_code":null}}\n')
         written += 1
-    for fh in (*prod, cons, drain):
-        fh.close()
-    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "expect": "loss", "wall_at_t0": 0.0,
-                                                  "switches": {}}))
+    drain.close()
     return written, time.time() - t0
 
 
-def jvm_hwm_kb(spark) -> int:
-    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+def jvm_hwm_mb() -> float:
+    """Peak RSS of this process's driver JVM (pyspark's gateway outlives a stopped session)."""
+    from pyspark import SparkContext
+    if SparkContext._gateway is None:
+        return -1
+    pid = SparkContext._gateway.jvm.java.lang.ProcessHandle.current().pid()
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
-            return int(line.split()[1])
+            return int(line.split()[1]) / 1024
     return -1
 
 
-def check_one(run_dir: Path, master: str | None) -> dict:
+def _figures(v: dict, seconds: float) -> dict:
+    ch = v.get("checker") or {}
+    return {"seconds": seconds, "kernel_s": float((ch.get("kernel") or {}).get("seconds") or 0.0),
+            "ingest": ch.get("ingest") or {}, "records": v["history_records"], "lost_write": v["counts"]["lost_write"],
+            "acked": v["acked_writes"], "jvm_peak_rss_mb": jvm_hwm_mb(),
+            "py_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "comparable": {k: val for k, val in v.items() if k != "checker"}}
+
+
+def check_scratch(run_dir: Path, master: str | None) -> dict:
+    """``faultline check RUN`` on a run never followed: from the call, Spark not yet started."""
     from checkers.job import check_run
-    from checkers.session import make_session
-    spark = make_session(master)
+    shutil.rmtree(run_dir / "history.parquet", ignore_errors=True)
+    t0 = time.time()
+    v = check_run(run_dir, spark_master=master)
+    return _figures(v, time.time() - t0)
+
+
+def check_followed(run_dir: Path, records: int, rate: float | None, master: str | None) -> dict:
+    """The harness's way: follow the history and start Spark while a writer process writes it."""
+    from harness.check import CheckPrep, check_and_report
+    shutil.rmtree(run_dir, ignore_errors=True)
+    (run_dir / "history").mkdir(parents=True)
+    prep = CheckPrep(run_dir, spark=True, spark_master=master).start()
     try:
-        t0 = time.time()
-        v = check_run(run_dir, spark=spark)
-        dt = time.time() - t0
-        ing = (v.get("checker") or {}).get("ingest") or {}
-        ker = (v.get("checker") or {}).get("kernel") or {}
-        return {"seconds": dt, "ingest_s": float(ing.get("seconds") or 0.0), "kernel_s": float(ker.get("seconds") or 0.0),
-                "records": v["history_records"], "lost_write": v["counts"]["lost_write"],
-                "acked": v["acked_writes"], "jvm_peak_rss_mb": jvm_hwm_kb(spark) / 1024,
-                "py_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        cmd = [sys.executable, __file__, "--generate", str(run_dir), "--records", str(records)]
+        if rate:
+            cmd += ["--rate", str(rate)]
+        gen = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        last_record = time.time()
+        if gen.returncode != 0:
+            raise RuntimeError(f"generator failed: {gen.stderr.strip().splitlines()[-1:]}")
+        written, gen_s = json.loads(gen.stdout.strip().splitlines()[-1])
+        prep.writers_done()
+        checked = check_and_report(run_dir, prep=prep, report=False)
+        wait = time.time() - last_record
+        if checked.verdict is None:
+            raise RuntimeError(checked.message)
+        out = _figures(checked.verdict, wait)
+        out.update({"gen_s": gen_s, "written": written, "notes": prep.take_notes(),
+                    "tail_bytes": (prep.tail_bytes or 0) + int(out["ingest"].get("bytes") or 0),
+                    "spark_ready_s": prep.warmup.ready_s if prep.warmup else None})
+        return out
     finally:
-        spark.stop()
+        prep.close()
 
 
-def run_check(rd: Path, master: str | None) -> dict | None:
-    """One check of ``rd`` in a fresh process (its own Spark session and peak RSS); None on failure."""
-    cmd = [sys.executable, __file__, "--check", str(rd)]
-    if master:
-        cmd += ["--spark-master", master]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+def check_old(run_dir: Path, tree: Path, master: str | None) -> dict:
+    """The first check by the checker exported from ``--baseline`` (its check_run, cold)."""
+    shutil.rmtree(run_dir / "history.parquet", ignore_errors=True)
+    code = ("import json, resource, sys, time\n"
+            "from checkers.job import check_run\n"
+            "t0 = time.time(); v = check_run(sys.argv[1], spark_master=sys.argv[2] or None); dt = time.time() - t0\n"
+            "print('RESULT ' + json.dumps({'seconds': dt, 'records': v['history_records'],"
+            " 'lost_write': v['counts']['lost_write'], 'acked': v['acked_writes'],"
+            " 'py_peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,"
+            " 'ingest': v['checker']['ingest'], 'kernel_s': v['checker']['kernel']['seconds']}))\n")
+    p = subprocess.run([sys.executable, "-c", code, str(run_dir), master or ""], capture_output=True, text=True,
+                       cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        print(f"check of {rd} failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        raise RuntimeError(f"old check failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}")
+    return json.loads(line[7:])
+
+
+def in_process(args: list[str]) -> dict | None:
+    """One mode in a fresh process; None on failure (printed)."""
+    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=REPO)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        print(f"{' '.join(args[:2])}: failed rc={p.returncode}: {p.stderr.strip().splitlines()[-3:]}", file=sys.stderr)
         return None
     return json.loads(line[7:])
+
+
+def export_tree(rev: str, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    arch = subprocess.run(["git", "archive", rev, "checkers", "workloads"], cwd=REPO, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=arch.stdout, check=True)
+    return dest
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1M,10M,50M", help="comma-separated record counts, e.g. 1M,10M,50M")
     ap.add_argument("--dir", default="/tmp/checker-bench")
+    ap.add_argument("--rate", type=float, default=250_000, help="records/s the writer keeps (0: as fast as it can)")
     ap.add_argument("--spark-master", default=None)
+    ap.add_argument("--baseline", default=None, help="a git revision whose checker to time beside (e.g. main)")
     ap.add_argument("--keep", action="store_true", help="keep the generated histories")
-    ap.add_argument("--check", help=argparse.SUPPRESS)   # internal: check one run dir, print JSON
+    # internal modes, each run in a process of its own
+    ap.add_argument("--generate", help=argparse.SUPPRESS)
+    ap.add_argument("--records", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--follow", help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.check:
-        print("RESULT " + json.dumps(check_one(Path(args.check), args.spark_master)), flush=True)
+    master = args.spark_master
+    if args.generate:
+        print(json.dumps(generate(Path(args.generate), args.records, args.rate or None)), flush=True)
         return 0
-    print(f"{'size':>6} {'records':>11} {'gen_s':>7} {'check_s':>8} {'records/s':>10} {'ingest_s':>8} "
-          f"{'kernel_s':>8} {'recheck_s':>10} {'recheck/s':>10} {'jvm_rss_mb':>10} {'py_rss_mb':>9} {'lost':>5}  load",
-          flush=True)
-    for size in args.sizes.split(","):
-        n = parse_size(size)
-        rd = Path(args.dir) / f"bench-{size.strip()}"
-        written, gen_s = generate(rd, n)
-        first = run_check(rd, args.spark_master)
-        again = run_check(rd, args.spark_master) if first else None   # the Parquet is there now
-        if first is None or again is None:
-            print(f"{size:>6} check failed", flush=True)
-            continue
-        r = first
-        if (again["lost_write"], again["acked"]) != (r["lost_write"], r["acked"]):
-            print(f"{size:>6} the re-check disagrees with the first check: {again} vs {r}", flush=True)
-        print(f"{size:>6} {r['records']:>11} {gen_s:>7.1f} {r['seconds']:>8.1f} {r['records'] / r['seconds']:>10.0f} "
-              f"{r['ingest_s']:>8.1f} {r['kernel_s']:>8.1f} {again['seconds']:>10.1f} "
-              f"{r['records'] / again['seconds']:>10.0f} {max(r['jvm_peak_rss_mb'], again['jvm_peak_rss_mb']):>10.0f} "
-              f"{max(r['py_peak_rss_mb'], again['py_peak_rss_mb']):>9.0f} {r['lost_write']:>5}  "
-              f"{os.getloadavg()[0]:.1f}", flush=True)
-        if not args.keep:
-            shutil.rmtree(rd, ignore_errors=True)
+    if args.follow:
+        print("RESULT " + json.dumps(check_followed(Path(args.follow), args.records, args.rate or None, master)), flush=True)
+        return 0
+    if args.scratch:
+        print("RESULT " + json.dumps(check_scratch(Path(args.scratch), master)), flush=True)
+        return 0
+    old_tree = export_tree(args.baseline, Path(tempfile.mkdtemp(prefix="checker-old-"))) if args.baseline else None
+    m_opt = ["--spark-master", master] if master else []
+    print(f"master {master or 'local[2]'}, writer rate {args.rate or 'unpaced'} records/s, cores {os.cpu_count()}"
+          + (f", old checker: {args.baseline}" if args.baseline else ""), flush=True)
+    print(f"{'size':>5} {'records':>10} {'gen_s':>6} {'wait_s':>6} {'wait/s':>10} {'tail_mb':>7} {'first_s':>7} "
+          f"{'first/s':>10} {'old_s':>6} {'old/s':>10} {'kernel_s':>8} {'jvm_mb':>11} {'py_mb':>11} {'lost':>4} "
+          f"{'same':>4}  load(1,5 min)", flush=True)
+    try:
+        for size in args.sizes.split(","):
+            n = parse_size(size)
+            rd = Path(args.dir) / f"bench-{size.strip()}"
+            fol = in_process(["--follow", str(rd), "--records", str(n), "--rate", str(args.rate), *m_opt])
+            if fol is None:
+                continue
+            scr = in_process(["--scratch", str(rd), *m_opt])
+            old = check_old(rd, old_tree, master) if old_tree else None
+            same = scr is not None and scr["comparable"] == fol["comparable"] and (
+                old is None or (old["lost_write"], old["acked"], old["records"]) == (fol["lost_write"], fol["acked"], fol["records"]))
+            recs = fol["records"]
+            tail = fol["tail_bytes"] / 1e6
+            first = scr["seconds"] if scr else float("nan")
+            olds = old["seconds"] if old else float("nan")
+            la = os.getloadavg()
+            print(f"{size:>5} {recs:>10} {fol['gen_s']:>6.1f} {fol['seconds']:>6.1f} {recs / fol['seconds']:>10,.0f} "
+                  f"{tail:>7.1f} {first:>7.1f} {recs / first:>10,.0f} {olds:>6.1f} {recs / olds:>10,.0f} "
+                  f"{fol['kernel_s']:>4.1f}/{(scr or {}).get('kernel_s', 0):>3.1f} "
+                  f"{fol['jvm_peak_rss_mb']:>5.0f}/{(scr or {}).get('jvm_peak_rss_mb', -1):>5.0f} "
+                  f"{fol['py_peak_rss_mb']:>5.0f}/{(scr or {}).get('py_peak_rss_mb', -1):>5.0f} "
+                  f"{fol['lost_write']:>4} {'yes' if same else 'NO':>4}  {la[0]:.1f},{la[1]:.1f}"
+                  + (f"  notes: {fol['notes']}" if fol.get("notes") else ""), flush=True)
+            if not args.keep:
+                shutil.rmtree(rd, ignore_errors=True)
+    finally:
+        if old_tree:
+            shutil.rmtree(old_tree, ignore_errors=True)
     return 0
 
 

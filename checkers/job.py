@@ -33,7 +33,7 @@ from checkers.load import CheckerInputError, RunInputs, load_run, precheck
 from checkers.min_isr import MinIsrRule, replication_factor, rule_in_force
 from checkers.replicas import ReplicaLogs, replica_logs
 from checkers.outcome import EXPECTS
-from checkers.session import make_session, session_running
+from checkers.session import SessionWarmup, resolve_master, start_session
 from checkers.verdict import build_verdict, pkey
 
 #: every anomaly the checker reports, in report order
@@ -204,7 +204,8 @@ def analyze(spark: SparkSession, inputs: RunInputs, families: tuple[Family, ...]
         "partitions": len(pfs), "passes": 2 if foreign else 1, "foreign_reads": sum(len(v) for v in foreign.values()),
         "seconds": round(kernel_s, 3)}}
     extra_info["ingest"] = {"converted": inputs.ingest.converted, "seconds": round(inputs.ingest.seconds, 3),
-                            "bad_lines": inputs.ingest.bad_lines, "torn_lines": inputs.ingest.torn_lines}
+                            "bad_lines": inputs.ingest.bad_lines, "torn_lines": inputs.ingest.torn_lines,
+                            "bytes": inputs.ingest.bytes, "resumed_bytes": inputs.ingest.resumed_bytes}
     stats = [r.stats for r in results if r.stats is not None]
     tp = aggregates.merge_throughput([r.throughput for r in results])
     keyed: dict[str, int] = {}
@@ -326,7 +327,9 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     checkers/events_only.py: its events told, outcome inconclusive (no histories).
 
     ``expect`` ("no-loss" | "loss" | "loss-allowed") defaults to run.json's ``expect``. A given ``spark`` session
-    is used and left running (tests share one); otherwise one is made and stopped here.
+    is used and left running (tests, suites and a run's warm-up share one); otherwise one is
+    made - a local one in the background while the driver converts the history - and stopped
+    here if this call started it (checkers.session.session_running).
     ``families``: the anomaly families to run (checkers/families.py; tests plant a failing one).
     """
     if expect is not None and expect not in EXPECTS:
@@ -335,12 +338,26 @@ def check_run(run_dir: str | os.PathLike[str], *, spark_master: str | None = Non
     if events_only.applies(rd):     # only the cluster's logs: their events told, no lost-write verdict
         return events_only.check(rd, expect=expect)
     precheck(rd)
-    own = spark is None and not session_running()   # stop only a session this call starts
     started = time.time()
-    session = spark or make_session(spark_master)
+    inputs: RunInputs | None = None
+    own = False                                      # stop only a session this call starts
+    master = resolve_master(spark_master)
+    if spark is None and (master or "").startswith("local"):
+        # a local session starts (JVM, Python workers) while the driver converts the history
+        warmup = SessionWarmup(master).start()
+        try:
+            inputs = load_run(None, rd)
+        except BaseException:
+            warmup.close()                           # stops it (once up) if it started it
+            raise
+        spark, own = warmup.take(), warmup.owned     # None: it could not start; tried again below
+    if spark is None:
+        spark, own = start_session(master)
+    session = spark
     try:
         warm = kernel.warm_workers(session)   # overlaps the ingest and the small logs
-        inputs = load_run(session, rd)
+        if inputs is None:
+            inputs = load_run(session, rd)
         warm.join()
         an = analyze(session, inputs, families)
         verdict = build_verdict(an, inputs.run, expect=expect, run_dir=rd)

@@ -194,10 +194,10 @@ def _check_history_file(path: Path) -> None:
         raise CheckerInputError(f"{path}: line 1 field 'f' is {rec.get('f')!r}; want one of {', '.join(H.FUNCTIONS)}")
 
 
-def _spark_splits(spark: SparkSession) -> Callable[[list[Split], str], list[tuple[int, int, int]]] | None:
-    """Convert splits as Spark tasks on a cluster master; None (driver threads) when local."""
-    master = spark.sparkContext.master
-    if master.startswith("local"):
+def _spark_splits(spark: SparkSession | None) -> Callable[[list[Split], str], list[tuple[int, int, int]]] | None:
+    """Convert splits as Spark tasks on a cluster master; None (driver threads) when local or
+    when no session is up yet (a local check converts while its session starts)."""
+    if spark is None or spark.sparkContext.master.startswith("local"):
         return None
 
     def run(splits: list[Split], out_dir: str) -> list[tuple[int, int, int]]:
@@ -219,8 +219,9 @@ def precheck(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[str]
     return run, files
 
 
-def load_run(spark: SparkSession, run_dir: str | os.PathLike[str]) -> RunInputs:
-    """Read one run directory. Raises CheckerInputError with a one-line reason."""
+def load_run(spark: SparkSession | None, run_dir: str | os.PathLike[str]) -> RunInputs:
+    """Read one run directory. Raises CheckerInputError with a one-line reason. ``spark``: a
+    cluster session converts the history's last round as its tasks; None or local, the driver."""
     rd = Path(run_dir)
     run, files = precheck(rd)
     ingested = ingest(rd, files, run_splits=_spark_splits(spark))   # the partition kernel reads it

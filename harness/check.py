@@ -73,17 +73,101 @@ def verdict_summary(verdict: dict[str, Any]) -> tuple[int, str]:
     return code, f"{msg}; {verdict['outcome_reason']}" if verdict.get("outcome_reason") else msg
 
 
+#: CPU niceness of a Spark started during a run (JVM, Python workers): the run's processes first
+SPARK_NICE = 10
+
+
+class CheckPrep:
+    """The check of a run, prepared while the run runs (:meth:`start` at its beginning).
+
+    Two things the check used to do only after the last fault healed: start Spark (a JVM and
+    its Python workers: most of a small run's check) and convert the history to Parquet (most
+    of a large one's). Here the session starts in the background (checkers.session
+    .SessionWarmup; its JVM's log goes to ``RUN/checker.log``) and the history is converted
+    while it grows (checkers.follow.HistoryFollower); when the writers are done (after the
+    drain) the last round runs at once, beside the log collection and the cluster's stop.
+
+    Never makes a run fail: what cannot be prepared is left to the check, which does it as it
+    always did, and :attr:`notes` says so (the run's notes). The owner - the run - calls
+    :meth:`close`, which stops the session only if this prep started it.
+    """
+
+    def __init__(self, run_dir: Path, *, spark: bool = True, spark_master: str | None = None):
+        self.run_dir, self.want_spark, self.spark_master = Path(run_dir), spark, spark_master
+        self.follower: Any = None
+        self.warmup: Any = None
+        self.notes: list[str] = []
+        #: history bytes the last round converted after the writers were done (None: it did not run)
+        self.tail_bytes: int | None = None
+
+    def start(self) -> "CheckPrep":
+        try:
+            from checkers.follow import HistoryFollower
+            self.follower = HistoryFollower(self.run_dir).start()
+        except Exception as e:  # noqa: BLE001 - the check converts the whole history instead
+            self.notes.append(f"history not converted during the run ({_first_line(e)}); the check converted it")
+        if self.want_spark:
+            try:
+                from checkers.session import SessionWarmup
+                self.warmup = SessionWarmup(self.spark_master, log=self.run_dir / "checker.log", nice=SPARK_NICE).start()
+            except Exception as e:  # noqa: BLE001 - the check starts Spark as before
+                self.notes.append(f"Spark not started during the run ({_first_line(e)}); the check started it")
+        return self
+
+    def writers_done(self) -> None:
+        """Every history writer has closed its file (clients stopped, drain done): convert
+        the rest now, in the follower's thread, while the run collects logs and stops."""
+        if self.follower is not None:
+            self.follower.finish()
+
+    def stop_following(self) -> None:
+        """Wait for the round in progress (the last one, after :meth:`writers_done`) and stop."""
+        if self.follower is not None:
+            self.follower.stop()
+            self.tail_bytes = self.follower.final_bytes
+            if self.follower.error:
+                self.notes.append(f"history conversion during the run stopped ({self.follower.error}); "
+                                  "the check converted the rest")
+            self.follower = None
+
+    def session(self) -> Any:
+        """The warmed-up session, or None: the check starts one itself (noted)."""
+        if self.warmup is None:
+            return None
+        spark = self.warmup.take()
+        if spark is None:
+            self.notes.append(f"Spark could not start during the run ({self.warmup.error or 'unknown error'}); "
+                              "the check started it after the run")
+        return spark
+
+    def take_notes(self) -> list[str]:
+        """What could not be prepared, one line each, once (the run's notes)."""
+        notes, self.notes = self.notes, []
+        return notes
+
+    def close(self) -> None:
+        """Stop following, and stop the session if this prep started it."""
+        self.stop_following()
+        if self.warmup is not None:
+            self.warmup.close()
+            self.warmup = None
+
+
 def check_and_report(run_dir: str | os.PathLike[str], *, spark: Any = None, spark_master: str | None = None,
                      expect: str | None = None, report: bool = True,
-                     phase: Callable[[str], None] = lambda name: None) -> Checked:
+                     phase: Callable[[str], None] = lambda name: None, prep: CheckPrep | None = None) -> Checked:
     """Run the checker on ``run_dir`` (verdict.json, anomalies/, aggregates/; Spark's log in
     ``RUN/checker.log``), then write report.html and junit.xml unless ``report`` is false
     (shrinking's replays: only their loss mechanism is wanted). ``spark``: a session to use
     and leave running (a suite or a shrink checks many runs in one); ``expect`` overrides
     run.json's kind of expectation (``faultline check --expect``); ``phase`` is told "check"
-    and "report" as each begins (progress displays). Never raises for a checker failure:
+    and "report" as each begins (progress displays); ``prep``: what the run prepared (its
+    session and converted history; the caller closes it). Never raises for a checker failure:
     unreadable input is code 2, any other failure code 3, with one line."""
     rd = Path(run_dir)
+    if prep is not None:
+        prep.stop_following()
+        spark = spark or prep.session()
     try:
         from checkers.job import check_run
         from checkers.load import CheckerInputError

@@ -27,7 +27,7 @@ from typing import Any
 
 from checkers.outcome import EXIT_CONFIG, EXIT_INFRA, EXIT_OK
 from harness.campaign import Campaign
-from harness.check import check_and_report
+from harness.check import CheckPrep, check_and_report
 from groundwork.clock import RunClock
 from groundwork.config import ConfigError
 from harness.cluster import Cluster, InfraError
@@ -190,7 +190,8 @@ def all_partitions(n: int, min_isr: int) -> Any:
 
 class Runner:
     def __init__(self, camp: Campaign, results_dir: Path, command: str, *, ledger: Ledger | None = None,
-                 status: RunStatus | None = None, stop_event: threading.Event | None = None):
+                 status: RunStatus | None = None, stop_event: threading.Event | None = None,
+                 check: bool = True):
         self.camp = camp
         self.results_dir = results_dir
         self.command = command
@@ -202,6 +203,9 @@ class Runner:
         self.timeline = Timeline(self.run_dir / "timeline.jsonl", self.clock)
         self.history_dir = self.run_dir / "history"
         self.history_dir.mkdir(parents=True, exist_ok=True)
+        #: prepares the check while the run runs: the history's conversion, and Spark when
+        #: ``check`` (this process checks the run) - harness/check.py CheckPrep
+        self.prep = CheckPrep(self.run_dir, spark=check)
         self.embedded: EmbeddedTarget | None = None
         self.cluster: Cluster | None = None
         self.observer: Any = None
@@ -503,6 +507,7 @@ class Runner:
         self.write_run_json(target_version=target_version(c))
         infra: str | None = None
         interrupted = config_error = False
+        self.prep.start()   # Spark and the history's conversion, beside the run
         try:
             self.phase("setup")
             self.setup_cluster()
@@ -515,6 +520,7 @@ class Runner:
             self.phase("heal")
             self.heal_faults()
             self.recover_and_drain()
+            self.prep.writers_done()   # the last conversion round, beside collect and the cluster's stop
         except Interrupted:
             interrupted = True
             infra = "interrupted: healed everything and stopped"
@@ -529,6 +535,8 @@ class Runner:
             infra = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         finally:
             self.teardown()
+            self.prep.stop_following()
+            self.notes += self.prep.take_notes()
             # belt and braces: anything this run registered and still open
             # (a fault whose start was cut by a signal is in the ledger but not in the schedule)
             leftovers = heal_all(self.ledger, timeline=self.timeline,
@@ -540,6 +548,7 @@ class Runner:
             self.write_run_json(ended_wall=time.time(), duration_s=round(self.clock.now(), 3),
                                 notes=self.notes, faults=self.faults_json())
         if infra is not None:
+            self.prep.close()
             self.timeline.event("note", text=f"run failed: {infra}")
             self.write_run_json(error=infra)
             return RunResult(self.run_dir, None, EXIT_CONFIG if config_error else EXIT_INFRA, infra)
@@ -549,7 +558,11 @@ class Runner:
         """The checker (Spark) and the report, after the cluster is gone; kept out of
         :meth:`run` so the CLI can stop its live display first (Spark's JVM logs go to
         ``RUN/checker.log``, not the terminal). :func:`harness.check.check_and_report`."""
-        checked = check_and_report(self.run_dir, phase=self.phase)
+        try:
+            checked = check_and_report(self.run_dir, phase=self.phase, prep=self.prep)
+        finally:
+            self.prep.close()
+        self.notes += self.prep.take_notes()
         if checked.verdict is None:
             self.write_run_json(error=checked.message)
             return RunResult(self.run_dir, None, checked.code, checked.message)

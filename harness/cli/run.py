@@ -83,7 +83,8 @@ def run(ctx: typer.Context,
     runner = None
     with signals_raise(Interrupted, stop):
         try:
-            runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop)
+            runner = Runner(camp, results_dir.resolve(), command, ledger=ledger, status=status, stop_event=stop,
+                            check=check_)
             err.print(f"run {runner.run_id}: campaign {camp.name}, seed {camp.seed}, expect {camp.expect}")
             if lock is not None:
                 lock.set_run_dir(runner.run_dir)

@@ -4,7 +4,10 @@ Why runs as child processes (``faultline run --no-check``): each cell gets exact
 user would get from the CLI (its own ledger owner, signal handling, teardown), and one cell's
 leftovers cannot leak into the next one's Python state. The checker runs here, in one Spark
 session for the whole suite (``checkers.job.check_run(run, spark=session)``, as
-benchmarks/kip903_targeted_vs_random.py does), so the JVM starts once, not once per cell.
+benchmarks/kip903_targeted_vs_random.py does), so the JVM starts once, not once per cell: in
+the background while the first cell runs, with its Python workers kept warm while each cell runs
+(checkers.session.SessionWarmup). Each cell's run converts its history while it grows
+(harness/check.py CheckPrep, also under ``--no-check``), so its check finds it converted.
 
 Why an append-only log (``suite-log.jsonl``, one JSON object per line, flushed and fsynced):
 a suite is interrupted by Ctrl-C, SIGKILL or a reboot of the harness host. ``--resume DIR``
@@ -26,7 +29,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,10 +172,9 @@ class SuiteRunner:
         self.runs = suite_dir / "runs"
         self.cells_dir = suite_dir / "cells"
         self.progress = progress or Progress(total=len(spec.cells))
-        self.spark: Any = None
-        self.own_session = False
-        self._warm: threading.Thread | None = None
-        self._warm_error = ""
+        self.spark: Any = None        # a session given to use (and leave running); else the warm-up's
+        self._warmup: Any = None      # checkers.session.SessionWarmup: one session for every cell
+        self.notes: list[str] = []
         self.child: subprocess.Popen[str] | None = None
         self.run_args: list[str] = []  # more `faultline run` options for every cell (--wait)
 
@@ -231,30 +232,28 @@ class SuiteRunner:
         return notes
 
     # -- one cell ----------------------------------------------------------------------------------
-    def _start_session(self) -> None:
-        from checkers.session import make_session, session_running
-        from harness.check import stderr_to
+    def _start_warmup(self) -> None:
+        """Start Spark while the first cell runs (its JVM start costs a minute on a loaded box);
+        its output goes to the suite's checker.log. The warm-up owns the session only if it
+        started it, and then only it stops it (:meth:`run`'s end)."""
+        from checkers.session import SessionWarmup
 
-        self.own_session = not session_running()   # the end stops only a session it started
-        # the JVM inherits file descriptor 2: point it at the suite's checker.log while it starts
-        with stderr_to(self.dir / "checker.log"):
-            self.spark = make_session(app_name=f"faultline-suite-{self.spec.name}")
-
-    def _warm_session(self) -> None:
-        """Start Spark while the first cell runs (its JVM start costs a minute on a loaded box)."""
-        try:
-            self._start_session()
-        except Exception as e:  # noqa: BLE001 - _session() tries again and reports it
-            self._warm_error = f"{type(e).__name__}: {e}"
+        self._warmup = SessionWarmup(app_name=f"faultline-suite-{self.spec.name}", log=self.dir / "checker.log").start()
 
     def _session(self) -> Any:
-        if self._warm is not None:
-            self._warm.join()
-            self._warm = None
-        if self.spark is None:
-            self.progress.phase = "starting Spark"
-            self._start_session()
-        return self.spark
+        """The suite's session for a check; None when Spark could not start in the background
+        (the check then starts and stops its own, as a lone `faultline check` does; noted)."""
+        if self.spark is not None:
+            return self.spark
+        if self._warmup is None:
+            self._start_warmup()
+        self.progress.phase = "starting Spark"
+        spark = self._warmup.take()
+        if spark is None:
+            note = f"Spark could not start in the background ({self._warmup.error}); each check starts its own"
+            if note not in self.notes:
+                self.notes.append(note)
+        return spark
 
     def _run_child(self, cell: Cell) -> tuple[int, Path | None, str]:
         """`faultline run --no-check` for the cell; (exit code, run dir, last error line)."""
@@ -311,13 +310,15 @@ class SuiteRunner:
         """check_and_report in the suite's one Spark session: (verdict, error, notes)."""
         from harness.check import check_and_report
 
+        spark = self._session()
         try:
-            spark = self._session()
-        except Exception as e:  # noqa: BLE001 - no Spark is a checker failure: infrastructure, one line
-            return None, f"checker failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", []
-        checked = check_and_report(run_dir, spark=spark,   # the cell's expectation is in run.json
-                                   phase=lambda name: setattr(self.progress, "phase", name))
-        return checked.verdict, None if checked.verdict is not None else checked.message, checked.notes
+            checked = check_and_report(run_dir, spark=spark,   # the cell's expectation is in run.json
+                                       phase=lambda name: setattr(self.progress, "phase", name))
+        finally:
+            if self._warmup is not None:
+                self._warmup.resume()        # warm Python workers for the next cell's check
+        notes = checked.notes + [n for n in self.notes if spark is None]
+        return checked.verdict, None if checked.verdict is not None else checked.message, notes
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
         t0 = time.time()
@@ -352,10 +353,8 @@ class SuiteRunner:
         self.progress.total, self.progress.done = len(self.spec.cells), len(self.spec.cells) - len(todo)
         for r in done.values():
             self.progress.counts[r["outcome"]] = self.progress.counts.get(r["outcome"], 0) + 1
-        if todo:
-            self._warm = threading.Thread(target=self._warm_session, name="spark-warm", daemon=True)
-            self._warm.start()
-        interrupted = False
+        if todo and self.spark is None:
+            self._start_warmup()
         try:
             for cell in todo:
                 rec = self.run_cell(cell)
@@ -365,24 +364,17 @@ class SuiteRunner:
                 self.say(f"[{self.progress.done}/{self.progress.total}] {cell.id}: {rec['outcome']}: {rec['reason']}")
                 self.write_outputs()
         except SuiteInterrupted as e:
-            interrupted = True
             self._stop_child()
             append(self.log, {"event": "suite_interrupted", "signal": str(e)})
             self.write_outputs()
             return EXIT_INFRA
         finally:
-            # interrupted while Spark still starts: do not wait for it (a minute on a loaded
-            # box); its JVM exits when this process does (pyspark's gateway watches our pipe)
-            if self._warm is not None and not interrupted:
-                self._warm.join()
-                self._warm = None
-            if self.spark is not None:
-                try:
-                    if self.own_session:
-                        self.spark.stop()
-                except Exception:  # noqa: BLE001
-                    pass
-                self.spark = None
+            # the warm-up stops the session only if it started it; interrupted while Spark still
+            # starts, it does not wait for it (a minute on a loaded box): the session is stopped
+            # once up, and its JVM exits with this process anyway (pyspark's gateway watches our pipe)
+            if self._warmup is not None:
+                self._warmup.close()
+                self._warmup = None
         code = self.exit_code()
         append(self.log, {"event": "suite_finished", "exit": code})
         self.write_outputs()
