@@ -85,6 +85,8 @@ def test_embedded_suite_preflights_waits_and_keeps_its_results_dir_to_size(tmp_p
     started = [json.loads(ln) for ln in (suite_dir / "suite-log.jsonl").read_text().splitlines() if '"cell_started"' in ln]
     assert started and "--wait" in started[0]["command"]
     # this suite and the newest older one stay; the two oldest suites and one old run go
-    assert sorted(d.name for d in results.iterdir()) == sorted([suite_dir.name, "suite-old-2", "run-old-1", "run-old-2"])
+    kept = sorted(d.name for d in results.iterdir() if not d.is_symlink())
+    assert kept == sorted([suite_dir.name, "suite-old-2", "run-old-1", "run-old-2"]), kept
+    assert (results / "latest-suite").resolve() == suite_dir.resolve()  # the link follows the newest, never pruned
     assert "retention: removed suite suite-old-0 (" in p.stderr and "retention: removed run run-old-0 (" in p.stderr
     assert "retention: kept the newest 2 of each kind" in p.stderr
