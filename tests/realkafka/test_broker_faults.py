@@ -40,11 +40,15 @@ PARTITIONS = 3
 HELD_S = 3.0
 
 
-@pytest.fixture(scope="module", params=RELEASES)
+@pytest.fixture(scope="module", params=RELEASES[-1:])
 def kafka(request, tmp_path_factory):
     """The module's cluster, with the observer sampling TOPIC all along (RUN/observer.jsonl, as a
     run's): every fault of the module elects leaders and changes ISRs, and the last test compares
-    what the observer saw with what Kafka's logs say."""
+    what the observer saw with what Kafka's logs say.
+
+    The newest release under test only: a broker's fault acts on its JVM, its namespace and its
+    disk the same way on 3.x (the quorum module, whose behaviour does differ by release, runs on
+    every release); a second cluster cost this module's time twice in a suite held to 25 minutes."""
     load_nemeses()
     with real_cluster(tmp_path_factory, request.param) as c:
         c.create_topic(TOPIC, partitions=PARTITIONS, rf=3, min_isr=2)
@@ -260,8 +264,8 @@ def test_page_cache_loss_reboot_cuts_the_unflushed_tail_and_names_the_uncertain_
     """truncate-unflushed on a real broker with Kafka's default flush settings: Kafka fsyncs a
     partition only at segment rolls and its recovery point (the checkpoint) is the floor, so the
     records appended since are cut; a broker's copy of the metadata log is flushed only at its
-    segment rolls from 3.5 (KAFKA-13884), which the cut cannot date, so that range is uncertain
-    and the run's notes name it. Kafka's own log recovery then loads the partition with exactly
+    segment rolls from 3.5 (KAFKA-13884), and with the broker's release known the cut takes it to
+    its newest segment exactly; the run's notes give the cut. Kafka's own log recovery then loads the partition with exactly
     the log end the cut left, and the replica fetches the rest back."""
     import re
 
@@ -285,11 +289,17 @@ def test_page_cache_loss_reboot_cuts_the_unflushed_tail_and_names_the_uncertain_
     assert part["log_end_offset_before"] == end and part["truncated_bytes"] > 0
     assert log_end_offset(pdir) == part["expected_log_end_offset"] == part["recovery_point"] < end
     pc = rec.undo["detail"][x]["page_cache_cut"]
-    meta = [u for u in pc["uncertain"] if u["topic"] == "__cluster_metadata"]
-    assert meta and meta[0]["cut_bytes"] > 0 and "KAFKA-13884" in " ".join(meta[0]["why"]), pc["uncertain"]
+    # the broker's release is known (the inventory's kafka_version), and a broker (an observer)
+    # flushes its metadata log only at segment rolls from 3.5 (KafkaRaftClient.appendAsFollower,
+    # KAFKA-13884): the cut takes it back to its newest segment exactly, nothing cut uncertain
+    md = rec.undo["detail"][x]["partitions"].get("__cluster_metadata-0")
+    assert md is not None and md["durable_by"] in ("segment-roll", "checkpoint"), md
+    assert not [u for u in pc["uncertain"] if u["topic"] == "__cluster_metadata" and u.get("cut_bytes")], pc["uncertain"]
     notes = run_notes(read_jsonl(tmp_path / "timeline.jsonl"))
-    assert any(f"{x}: page-cache cut (kafka) removed {pc['truncated_bytes']} bytes; uncertain: "
-               f"{pc['uncertain_cut_bytes']} bytes cut that Kafka may have fsynced" in n for n in notes), notes
+    said = (f"{x}: page-cache cut (kafka) removed {pc['truncated_bytes']} bytes; uncertain: "
+            f"{pc['uncertain_cut_bytes']} bytes cut that Kafka may have fsynced" if pc["uncertain_cut_bytes"]
+            else f"1 page-cache cut removed {pc['truncated_bytes']} bytes, none of them uncertain")
+    assert any(said in n for n in notes), notes
     reboot.stop(rec)
     # Kafka's recovery (no clean-shutdown marker) loads exactly what the cut left, then the
     # replica fetches the rest from the leader and rejoins the ISR
@@ -378,7 +388,16 @@ def test_kafka_logs_agree_with_the_observer(kafka, tmp_path, faults):
         seen_isrs = {(r["leader_epoch"], tuple(sorted(r["isr"]))) for r in obs}
         assert len({e for _, e in seen_leaders}) >= 2, f"{TOPIC}-{p}: no election observed"
         assert seen_leaders <= leaders, f"{TOPIC}-{p}: leaders the logs lack: {sorted(seen_leaders - leaders)}"
-        assert seen_isrs <= isrs, f"{TOPIC}-{p}: ISRs the logs lack: {sorted(seen_isrs - isrs)}"
+        # an ISR is stated by the leader of its epoch (Partition's "ISR updated to", the "starts at
+        # leader epoch" line; the 3.9/4.1 controller logs no PartitionChangeRecord): an epoch whose
+        # leader never applied it - paused or killed while the metadata passed it by - has no line
+        # of its own (seen on 3.9.1: epoch 2's leader was the paused broker), so only the epochs
+        # their leader logged are held to it
+        applied = {e["leader_epoch"] for e in events if e.get("topic") == TOPIC and e.get("partition") == p
+                   and e["event"] == "became_leader"}
+        missing = {s for s in seen_isrs - isrs if s[0] in applied}
+        assert not missing, f"{TOPIC}-{p}: ISRs the logs lack: {sorted(missing)}"
+        assert len(seen_isrs & isrs) >= 2, f"{TOPIC}-{p}: the logs state almost none of the ISRs seen"
         # the last state the observer saw is the logs' state at that time (or a moment before: a
         # change reaches the brokers' metadata after the controller logs it); the controller may
         # still change it later (its preferred-leader election runs every 300 s)
