@@ -24,6 +24,7 @@ shared counters, so the harness's progress line costs nothing.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,13 +170,28 @@ class _ProducerLoop:
         self.finish()
 
     def finish(self) -> None:
-        """Flush within the parent's deadline, purge what is left, record every outcome."""
+        """Flush within the parent's deadline, purge what is left, record every outcome.
+
+        An idempotent producer's fatal error (OUT_OF_ORDER_SEQUENCE_NUMBER: a broker that lost its
+        un-fsynced producer state in a power loss no longer knows the sequence) comes out of
+        ``flush`` as the KafkaError object itself, not an exception (confluent-kafka): it ends the
+        flush, and what is left in flight is purged and recorded indeterminate like the rest - the
+        worker never dies with its history unclosed."""
         deadline = time.monotonic() + self.control.finish_timeout.value
-        self.producer.flush(max(0.0, deadline - time.monotonic()))
+        self._flush(max(0.0, deadline - time.monotonic()))
         if len(self.producer):
             self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-            self.producer.flush(2.0)
+            self._flush(2.0)
         self.writer.close()
+
+    def _flush(self, timeout: float) -> None:
+        try:
+            self.producer.flush(timeout)
+        except:  # noqa: E722 - the raised KafkaError is no BaseException, so only a bare except takes it
+            err = sys.exc_info()[1]
+            if isinstance(err, BaseException) and not isinstance(err, Exception):
+                raise
+            print(f"{self.spec.process}: producer flush ended by {err}", file=sys.stderr)
 
 
 def _producer_main(spec: ProducerSpec, control: Control) -> None:

@@ -25,6 +25,7 @@ import io
 import os
 import posixpath
 import shlex
+import struct
 import subprocess
 import tarfile
 import time
@@ -164,13 +165,40 @@ class DockerTransport(Transport):
         if timeout is not None:
             argv = ["timeout", "-s", "KILL", str(max(1, int(round(timeout)))), *argv]
         t0 = time.monotonic()
-        res = self._api("exec in", c.exec_run, argv, demux=True, user="root" if sudo else "")
-        code = int(res.exit_code if res.exit_code is not None else -1)
-        out, err = res.output if isinstance(res.output, tuple) else (res.output, b"")
+        code, out, err = self._api("exec in", self._exec, c, argv, "root" if sudo else "")
         if timeout is not None and code == 137 and time.monotonic() - t0 >= timeout - 0.5:
             raise TransportError(f"{self.name}: command timed out after {timeout}s: {script[:120]}")
         r = CommandResult(script, code, (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
         return r.check() if check else r
+
+    def _exec(self, c: Container, argv: list[str], user: str) -> tuple[int, bytes, bytes]:
+        """``docker exec``: its exit code, stdout and stderr, the multiplexed stream read from the
+        HTTP response's own buffered reader.
+
+        Why not ``exec_run(demux=True)``: docker-py reads the stream from the raw socket beneath
+        that reader (``APIClient._get_raw_response_socket``), so whatever the reader took in with
+        the response's headers is skipped and a frame header is read out of the payload - a real
+        run's log collection died of it ("ValueError: 107 is not a valid stream"; docker-py's
+        intermittent demux desync). The frames are Docker's documented stream format: an 8-byte
+        header (stream 1 stdout, 2 stderr; big-endian length), then the payload."""
+        api = self.client.api
+        ex = api.exec_create(c.id, argv, stdout=True, stderr=True, user=user)
+        res = api._post_json(api._url("/exec/{0}/start", ex["Id"]), data={"Tty": False, "Detach": False},
+                             headers={"Connection": "Upgrade", "Upgrade": "tcp"}, stream=True)
+        api._raise_for_status(res)
+        fp = res.raw._fp.fp          # BufferedReader: read(n) returns n bytes, or fewer only at EOF
+        out, err = bytearray(), bytearray()
+        try:
+            while len(head := fp.read(8)) == 8:
+                stream, n = struct.unpack(">BxxxL", head)
+                data = fp.read(n)
+                (err if stream == 2 else out).extend(data)
+                if len(data) < n:
+                    break
+        finally:
+            res.close()
+        code = api.exec_inspect(ex["Id"]).get("ExitCode")
+        return (int(code) if code is not None else -1), bytes(out), bytes(err)
 
     def net_exec(self, cmd: str | Sequence[str], *, timeout: float | None = 60, check: bool = False,
                  input: str | None = None) -> CommandResult:

@@ -109,6 +109,17 @@ def test_exec_quoting_files_and_process_signals(lab: Lab, tmp_path: Path):
     with pytest.raises(CommandFailed):
         t.run("exit 3", check=True)
     assert t.run(["cat"], input="x\ny\n").stdout == "x\ny\n"
+    # stdout and stderr apart and whole, over many of the exec stream's frames, a hundred times
+    # (docker-py's demuxing reader once lost a response's first bytes and read payload as a frame
+    # header: "ValueError: 107 is not a valid stream")
+    big = "for i in $(seq 1 3000); do echo out-$i; echo err-$i >&2; done"
+    want_out = "".join(f"out-{i}\n" for i in range(1, 3001))
+    want_err = "".join(f"err-{i}\n" for i in range(1, 3001))
+    for _ in range(100):
+        r = t.run(["sh", "-c", "printf 'kafka'; echo ' ok'; echo e >&2"])
+        assert (r.exit_code, r.stdout, r.stderr) == (0, "kafka ok\n", "e\n")
+    r = t.run(["sh", "-c", big])
+    assert r.stdout == want_out and r.stderr == want_err
     src = tmp_path / "blob"
     src.write_bytes(os.urandom(300_000))
     t.put(str(src), "/opt/fl-copy/blob")
