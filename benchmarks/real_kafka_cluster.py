@@ -90,6 +90,8 @@ def main() -> None:
             figures[layout].append((s, t, m))
             print(f"round {r + 1} {layout}: start {s:.1f}s stop {t:.1f}s JVMs {m:.0f} MiB", flush=True)
     for layout, rows in figures.items():
+        if not rows:   # --rounds 0: the pair alone
+            continue
         print(f"{layout} (Apache Kafka {a.release}{', lossyfs' if a.lossyfs else ''}): median start "
               f"{statistics.median(x[0] for x in rows):.1f}s, stop {statistics.median(x[1] for x in rows):.1f}s, "
               f"JVMs {statistics.median(x[2] for x in rows):.0f} MiB")
