@@ -218,8 +218,10 @@ def test_partitioned_leader_stops_committing_majority_elects_and_heal_truncates_
     q.start_all()
     old, epoch = q.wait_leader()
     time.sleep(1.0)
-    cut_at = time.time()
     q.isolate(old)
+    # taken once every rule is in: the four iptables calls take their time on a loaded machine,
+    # and until the last one the leader still reaches a follower and commits
+    cut_at = time.time()
     new, new_epoch = q.wait_leader(exclude={old}, min_epoch=epoch + 1, timeout=15)
     time.sleep(1.5 * FETCH_MS / 1000 + 0.5)  # past the old leader's check-quorum timeout
     resigned = [e for e in q.events(old) if e["event"] == "controller_resigned" and e["epoch"] == epoch]
