@@ -20,7 +20,9 @@ the start, :func:`start_session`).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -30,12 +32,54 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+
 DEFAULT_MASTER = "local[2]"
 #: seconds between the warm-up's keep-warm jobs: under Spark's one-minute idle-worker timeout
 KEEP_WARM_S = 20.0
 _LOCK = threading.RLock()
 _REPO = Path(__file__).resolve().parents[1]
 _shipped: str | None = None
+
+
+#: extra options for the driver JVM (after the archive's), e.g. ``-XX:TieredStopAtLevel=1``
+OPTIONS_ENV = "FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS"
+#: set only in checkers/jvm_archive.py's child that makes the archive: where its JVM writes the classes as it exits
+archive_dump_to: str | None = None
+
+
+def java_binary() -> str:
+    """The java spark-submit runs (bin/spark-class: ``$JAVA_HOME/bin/java``, else the PATH's)."""
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(found) if found else "java"
+
+
+def archive_file() -> Path:
+    """``$XDG_CACHE_HOME/faultline/spark-cds/<pyspark version>-<key>.jsa``: keyed by what the JVM
+    would refuse the archive for anyway (checkers/jvm_archive.py), one per installation."""
+    import pyspark
+    jars = Path(pyspark.__file__).parent / "jars"
+    java = java_binary()
+    stamp = os.stat(java).st_mtime_ns if os.path.exists(java) else 0
+    key = hashlib.sha1(f"{java}\0{stamp}\0{jars.resolve()}".encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "faultline" / "spark-cds" / f"{pyspark.__version__}-{key}.jsa"
+
+
+def driver_java_options() -> str:
+    """``spark.driver.extraJavaOptions`` for a session this process starts: the archive when
+    there is one (or, in the child making it, where to write it), then ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS``."""
+    opts = []
+    if archive_dump_to:
+        opts.append(f"-XX:ArchiveClassesAtExit={archive_dump_to}")
+    else:
+        f = archive_file()
+        if f.is_file():
+            opts.append(f"-XX:SharedArchiveFile={f}")
+    extra = os.environ.get(OPTIONS_ENV, "").strip()
+    if extra:
+        opts.append(extra)
+    return " ".join(opts)
 
 
 def session_running() -> bool:
@@ -65,6 +109,9 @@ def _options(master: str | None, app_name: str, shuffle_partitions: int | None, 
         "spark.ui.retainedJobs": "50",
         "spark.ui.retainedStages": "50",
     }
+    java = driver_java_options()
+    if java:
+        opts["spark.driver.extraJavaOptions"] = java
     if master:
         opts["spark.master"] = master
     if master and master.startswith("spark://"):

@@ -147,6 +147,10 @@ def cmd_unmount(a: argparse.Namespace) -> int:
     except (OSError, ValueError):   # a dead daemon: its mount is detached and its connection aborted
         from lossyfs.daemon import detach
         detach(mp)
+        try:
+            os.unlink(found[-1])   # its socket (a live daemon removes its own as it exits)
+        except OSError:
+            pass
     deadline = time.monotonic() + 10
     while any(m == mp for m, _ in lossyfs_mounts(_mounts())):
         if time.monotonic() > deadline:

@@ -133,7 +133,10 @@ def mount(transport: Transport, backing: str, mountpoint: str, *, ledger: Ledger
               "host": host}
     if ledger is not None:
         ledger.apply(eid, LEDGER_KIND, record, inventory=inventory)
-    argv = [python, "-m", "lossyfs", "mount", backing, mountpoint, "--control", control]
+    # the daemon's log beside the mountpoint (a node's directory, collected with the run), not
+    # beside its socket in /tmp, where every mount of every run would leave one
+    argv = [python, "-m", "lossyfs", "mount", backing, mountpoint, "--control", control,
+            "--log", posixpath.join(posixpath.dirname(posixpath.normpath(mountpoint)), "lossyfs.log")]
     if writeback_ms:
         argv += ["--writeback-ms", str(int(writeback_ms))]
     cmd = " ".join(_q(a) for a in argv)

@@ -61,6 +61,8 @@ echo "installing faultline and its runtime dependencies into .venv (pip install 
 # use the venv as `. .venv/bin/activate` would: Spark starts its Python workers as `python3`
 # from PATH, and the system's python3 has none of the checker's libraries (numpy, pyarrow)
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH"
+# once per installation (about a minute): every later verdict's Spark starts in half the CPU
+.venv/bin/python -m checkers.jvm_archive --if-missing >/dev/null || echo "(the checker starts Spark without it)" >&2
 campaign="${1:-campaigns/kill-restart.yaml}"
 [ $# -gt 0 ] && shift
 exec faultline run "$campaign" "$@"

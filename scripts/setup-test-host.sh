@@ -29,6 +29,9 @@ fi
 .venv/bin/python -m pip install -q -e '.[test]'
 # the Apache Kafka releases the real-Kafka tests run, into the release cache (cached after the first time)
 .venv/bin/faultline kafka install $(grep -v '^#' tests/kafka-releases.txt) >/dev/null
+# Spark's classes archived once for the checker's driver JVM (checkers/jvm_archive.py): every
+# run's check then starts in about half the CPU
+.venv/bin/python -m checkers.jvm_archive --if-missing >/dev/null || echo "setup: no Spark class archive (checks start Spark without it)"
 # a Docker engine for the container tests; started once, left running for the session
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/tmp/faultline-dockerd.log 2>&1 &)

@@ -116,18 +116,20 @@ def test_shrink_real_random_loss_and_the_minimal_campaign_reproduces(env, lossy_
     assert "0 healed, 0 failed" in h.stdout, h.stdout + h.stderr
     assert pids_matching(str(lossy_run / "shrink")) == []
 
-    # the produced campaign, run fresh 3 times, loses writes by the same mechanism in >= 2 (a
-    # majority: one fresh run may lose the race, as the module docstring says)
+    # the produced campaign, run fresh up to 3 times, loses writes by the same mechanism in >= 2
+    # (a majority: one fresh run may lose the race, as the module docstring says); a third run
+    # only when the first two disagree
     fresh = env["results"] / "fresh"
-    runs = []
-    for seed in range(101, 104):
-        f = faultline(["run", str(out), "--seed", str(seed), "--results-dir", str(fresh), "--no-progress", "--no-check"],
-                      env["state"], timeout=300)
-        assert f.returncode == 0, f"exit {f.returncode}\n{f.stderr[-2000:]}"
-        runs.append(_last_dir(f.stdout))
+    got = []
     judge = Judge(env["root"] / "checker.log")
     try:
-        got = [mechanisms(judge.verdict(rd)) for rd in runs]
+        for seed in range(101, 104):
+            f = faultline(["run", str(out), "--seed", str(seed), "--results-dir", str(fresh), "--no-progress",
+                           "--no-check"], env["state"], timeout=300)
+            assert f.returncode == 0, f"exit {f.returncode}\n{f.stderr[-2000:]}"
+            got.append(mechanisms(judge.verdict(_last_dir(f.stdout))))
+            if sum(1 for m in got if mech in m) >= 2 or sum(1 for m in got if mech not in m) >= 2:
+                break
     finally:
         judge.close()
     assert sum(1 for m in got if mech in m) >= 2, got

@@ -18,8 +18,6 @@ that controller was elected between hold and release, and it accepted the stale 
 assignment (KIP-858) moved the partition epoch first, as on real Kafka 4.1.0, else
 INELIGIBLE_REPLICA (107, KIP-903). Every cell runs three controllers.
 
-The leader-choice pair (docs/seeds.md#seed-004, KIP-1023) is read the same way: the wiped follower restarted
-from the last tiered offset, and with the preference on the long-log replica was elected.
 """
 from __future__ import annotations
 
@@ -33,10 +31,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VULNERABLE = ("controller-failover/vulnerable-3.4",)
-#: the pairs CI runs (``--cell``): the two whose assertions read the runs' own events - the held
-#: AlterPartition answered by a newly elected controller (docs/seeds.md#seed-000) and the leader
-#: chosen after a tiered re-bootstrap (docs/seeds.md#seed-004). The other pairs are each the
-#: subject of faster tests of their own: Last Replica Standing lost at ELR 0 and kept at ELR 1 on
+#: the pair CI runs (``--cell``): the held AlterPartition answered by a newly elected controller
+#: (docs/seeds.md#seed-000), whose assertions read the runs' own events. The other pairs are each
+#: the subject of faster tests of their own: the draft leader choice (docs/seeds.md#seed-004) in
+#: tests/kraftsim/conformance/test_election_local_log_preference.py and KIP-1023's re-bootstrap
+#: from the last tiered offset in tests/kraftsim/conformance/test_tiered_storage.py; Last Replica Standing lost at ELR 0 and kept at ELR 1 on
 #: a real kraftsim cluster (tests/kraftsim/test_last_replica_standing.py) and its story
 #: (tests/checkers/test_stories.py); unclean election losing writes through ``faultline run`` and
 #: the same schedule losing none with it disabled (tests/harness/test_shrink_e2e.py,
@@ -45,26 +44,12 @@ VULNERABLE = ("controller-failover/vulnerable-3.4",)
 #: (tests/kraftsim/conformance/test_partition_acks_below_min_isr_cluster.py) and a seeded random
 #: mix of every nemesis judged no-loss (tests/nemeses/test_controller_faults.py, chaos-controllers).
 #: The whole file runs nightly (README).
-CELLS = [a for g in ("controller-failover/*", "leader-choice/*") for a in ("--cell", g)]
+CELLS = ["--cell", "controller-failover/*"]
 
 
 def _cluster_events(run_dir: Path) -> list[dict]:
     return sorted((e for f in (run_dir / "cluster").glob("*/events.jsonl") for e in _jsonl(f)),
                   key=lambda e: e["wall"])
-
-
-def _election_after_wipe(run_dir: Path) -> tuple[int, dict, dict]:
-    """leader-choice: (the wiped broker X, the first election after X re-bootstrapped from
-    the last tiered offset (KIP-1023), the winner's became_leader)."""
-    evs = _cluster_events(run_dir)
-    start = next(e for e in evs if e["event"] == "follower_tiered_start" and e["reason"] == "last_tiered_offset")
-    x = start["broker"]
-    assert start["fetch_offset"] > 0  # KIP-1023: not from offset 0
-    el = next(e for e in evs if e["event"] == "leader_elected" and e["wall"] > start["wall"])
-    assert x in el["candidates"] and len(el["candidates"]) == 2, el
-    won = next(e for e in evs if e["event"] == "became_leader" and e["wall"] >= el["wall"] - 0.001
-               and e["broker"] == el["leader"])
-    return x, el, won
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -135,17 +120,5 @@ def test_seeds_suite(tmp_path: Path) -> None:
             assert (answer["error_code"], answer["error"]) == want, (answer, moved)
     assert cells["controller-failover/vulnerable-3.4"]["mechanisms"] == {"stale_alter_partition_readmit":
                                                                         cells["controller-failover/vulnerable-3.4"]["lost"]}, summary
-    # docs/seeds.md#seed-004 with KIP-1023: the wiped follower X re-bootstrapped from the last tiered offset
-    # and had the short local log when the leader died. Preference on: the replica elected is
-    # the long-log one, eligible by docs/seeds.md#seed-004's rule; off (Kafka's behaviour): no preference used.
-    x, el, won = _election_after_wipe(Path(cells["leader-choice/preference-on"]["run_dir"]))
-    assert el["leader"] != x, el
-    pref = el["local_log_preference"]
-    assert pref[str(x)]["eligible"] is False and pref[str(el["leader"])]["eligible"] is True, pref
-    assert pref[str(x)]["local_log_size_bytes"] < pref[str(el["leader"])]["local_log_size_bytes"]
-    for k in ("log_start_offset", "local_log_size_bytes", "local_log_start_timestamp"):
-        assert k in won   # what the report's election table shows for the winner
-    _, el_off, _ = _election_after_wipe(Path(cells["leader-choice/preference-off"]["run_dir"]))
-    assert "local_log_preference" not in el_off and el_off["leader"] in el_off["candidates"]
     html = (suite_dir / "index.html").read_text()
     assert html.count('data-cell="') == len(cells)
