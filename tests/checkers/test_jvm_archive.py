@@ -52,7 +52,7 @@ def test_the_archive_made_is_mapped_by_the_checkers_driver(tmp_path: Path) -> No
 def test_a_bad_archive_stops_the_jvm_only_when_sharing_is_required(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsa"
     bad.write_bytes(b"\0" * 4096)
-    from checkers.jvm_archive import java_binary
+    from checkers.session import java_binary
     on = subprocess.run([java_binary(), f"-XX:SharedArchiveFile={bad}", "-Xshare:on", "-version"],
                         capture_output=True, text=True, timeout=120)
     auto = subprocess.run([java_binary(), f"-XX:SharedArchiveFile={bad}", "-version"],
