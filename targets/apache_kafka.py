@@ -37,7 +37,7 @@ import yaml
 from groundwork.config import ConfigError
 from groundwork.ledger import Ledger, new_id
 from groundwork.transport.local import LocalTransport
-from targets import releases
+from targets import kafka_cds, releases
 from targets.base import InfraError
 from targets.kafka_log4j import write as write_log4j
 from targets.kafka_security import ListenerSecurity, issue as issue_certificate
@@ -168,12 +168,14 @@ class EmbeddedApacheKafka:
                                secured=self.security.broker_properties(self.tls_dir(n)) if self.security else None)
 
     def jvm_command(self, n: NodePlan, log4j_prop: str) -> str:
-        return jvm_command(self.java, n.role, self.release_of(n).classpath, self.node_dir(n) / "logs", log4j_prop,
-                           self.dir / f"{n.name}.properties")
+        rel = self.release_of(n)
+        return jvm_command(self.java, n.role, rel.classpath, self.node_dir(n) / "logs", log4j_prop,
+                           self.dir / f"{n.name}.properties", kafka_cds.java_options(rel, self.java))
 
     def format_command(self, n: NodePlan) -> str:
-        return format_command(self.java, self.release_of(n).classpath, self.cluster_id,
-                              self.dir / f"{n.name}.properties", self.kafka)
+        rel = self.release_of(n)
+        return format_command(self.java, rel.classpath, self.cluster_id, self.dir / f"{n.name}.properties",
+                              self.kafka, kafka_cds.java_options(rel, self.java))
 
     # -- start ---------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> str:
@@ -184,6 +186,7 @@ class EmbeddedApacheKafka:
                                                      "net": self.net.record()})
         for v in sorted({self.version, self.controller_version}):
             self.releases[v] = releases.ensure(v, say=self.say)
+            kafka_cds.ensure(self.releases[v], self.java, JVM_OPTS, self.say, self.dir / "cds")
         self.net.up()   # may move to another free /24 than planned: addresses are read after it
         for n in self.nodes:
             n.address, n.netns = self.net.nodes[n.name].address, self.net.nodes[n.name].netns
@@ -424,19 +427,21 @@ def node_properties(role: str, node_id: int, address: str, *, voters: str, log_d
 
 
 def jvm_command(java: str, role: str, classpath: str, logs_dir: Path | str, log4j_prop: str,
-                config: Path | str) -> str:
+                config: Path | str, archive: tuple[str, ...] = ()) -> str:
     """The node's ``kafka.Kafka`` JVM as one shell command line (what kafka-server-start.sh runs):
-    heap by role, :data:`JVM_OPTS`, ``kafka.logs.dir`` and the log4j config."""
-    args = [java, f"-Xms{HEAP[role]}", f"-Xmx{HEAP[role]}", *JVM_OPTS, f"-Dkafka.logs.dir={logs_dir}", log4j_prop,
+    heap by role, :data:`JVM_OPTS`, the release's class archive (targets/kafka_cds.py), ``kafka.logs.dir``
+    and the log4j config."""
+    args = [java, f"-Xms{HEAP[role]}", f"-Xmx{HEAP[role]}", *JVM_OPTS, *archive, f"-Dkafka.logs.dir={logs_dir}", log4j_prop,
             "-cp", classpath, "kafka.Kafka", str(config)]
     return " ".join(shlex.quote(a) for a in args)
 
 
-def format_command(java: str, classpath: str, cluster_id: str, config: Path | str, settings: KafkaSettings) -> str:
+def format_command(java: str, classpath: str, cluster_id: str, config: Path | str, settings: KafkaSettings,
+                   archive: tuple[str, ...] = ()) -> str:
     """``kafka-storage format`` as the release requires it for this node: the cluster's id, the
     campaign's metadata.version and features; ``--ignore-formatted`` so it formats only what a
     disk wipe emptied (the operator's command after a disk replacement)."""
-    args = [java, "-Xmx128m", *JVM_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+    args = [java, "-Xmx128m", *JVM_OPTS, *archive, "-cp", classpath, "kafka.tools.StorageTool", "format",
             "-t", cluster_id, "-c", str(config), "--ignore-formatted"]
     if settings.metadata_version:
         args += ["-r", settings.metadata_version]
