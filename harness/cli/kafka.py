@@ -25,7 +25,8 @@ def install(versions: list[str] = typer.Argument(None, help="releases, e.g. 4.1.
                                                       help="record an unpacked Apache Kafka distribution instead "
                                                            "(its libs/ are used in place)")) -> None:
     """Resolve each release's jars (``org.apache.kafka:kafka_2.13`` and the logging backend its
-    distribution ships) with Maven into the cache; prints each release's libs directory."""
+    distribution ships) with Maven into the cache, and archive its classes for the JVMs (once per
+    release: a throw-away node on loopback ports); prints each release's libs directory."""
     from targets import releases
     if kafka_home is not None:
         if versions:
@@ -40,8 +41,17 @@ def install(versions: list[str] = typer.Argument(None, help="releases, e.g. 4.1.
             releases.parse(v)
         except ValueError as e:
             raise Exit(EXIT_CONFIG, str(e)) from None
+    import shutil
+    import tempfile
+
+    from targets import kafka_cds
+    from targets.apache_kafka import JVM_OPTS
     for v in versions:
         rel = releases.install(v, say=lambda s: err.print(s, markup=False))
+        # and its class archive, so a run's first cluster does not make it (targets/kafka_cds.py)
+        with tempfile.TemporaryDirectory(prefix="faultline-kafka-install-") as work:
+            kafka_cds.ensure(rel, shutil.which("java") or "java", JVM_OPTS, lambda s: err.print(s, markup=False),
+                             Path(work))
         out.print(f"{rel.version}\t{rel.source}\t{rel.libs}")
 
 

@@ -38,7 +38,7 @@ CAMPAIGN = {
                "settings": {"unclean.leader.election.enable": True, "broker.session.timeout.ms": 1500,
                             "replica.lag.time.max.ms": 1500}},
     "topic": {"name": "faultline", "partitions": 1, "replication_factor": 2, "min_insync_replicas": 1},
-    "workload": {"producers": 1, "consumers": 0, "rate": 100, "duration": 16, "drain_timeout": 10,
+    "workload": {"producers": 1, "consumers": 0, "rate": 100, "duration": 24, "drain_timeout": 10,
                  "recovery_timeout": 15},
     "nemesis": {"schedule": "random",
                 "random": {"faults": ["kill", "pause"], "interval": 0.05, "duration": 3,
