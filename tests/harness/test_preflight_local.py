@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,14 @@ def running():
         node = ClusterNode(inv.hosts["b1"], LocalTransport("b1"))
         node.start_service()
         nodes.append(node)
+        # spawn returns before the child has exec'd: wait until its /proc/PID/cmdline is the
+        # JVM-like command preflight reads (on a loaded machine it was still the spawner's)
+        deadline = time.monotonic() + 20
+        while "kafka.Kafka" in str(inv.hosts["b1"].service) and not any(
+                "kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                for pid in node.service_pids() if Path(f"/proc/{pid}").exists()):
+            assert time.monotonic() < deadline, "the service never became kafka.Kafka"
+            time.sleep(0.02)
         return node
     yield start
     for n in nodes:

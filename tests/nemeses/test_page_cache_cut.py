@@ -43,6 +43,12 @@ def kafka_like(tmp: Path, name: str, role: str, node_id: int, props: dict[str, s
         cmd += ["--override", f"{k}={v}"]
     node = TestNode(name, role, node_id, "127.0.0.1", command=cmd, log_path=str(tmp / f"{name}.log"))
     node.start_service()
+    # spawn returns with the child's pid before it has exec'd the command: on a loaded machine its
+    # /proc/PID/cmdline was still the spawner's when the nemesis read it (no kafka.Kafka, no config)
+    deadline = time.monotonic() + 20
+    while "kafka.Kafka" not in Path(f"/proc/{node.pids[0]}/cmdline").read_bytes().decode(errors="replace").split("\0"):
+        assert time.monotonic() < deadline, f"{name}: the sleeper never became kafka.Kafka"
+        time.sleep(0.02)
     return node
 
 
