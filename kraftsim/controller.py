@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.config import Config
@@ -45,7 +44,7 @@ from kraftsim.metadata import (NO_LEADER, RECOVERED, RECOVERING, MetadataImage,
                                PartitionState)
 from kraftsim.partition_change import UNASSIGNED_DIR, Election, PartitionChangeBuilder
 from kraftsim.storage.checkpoints import kafka_uuid_text
-from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build, error_response
+from kraftsim.wire import PRIVATE_LOCAL_LOG_REPORT, Peer, Server, build, error_response, load_response_schema
 
 METADATA_TOPIC = "__cluster_metadata"
 

@@ -12,17 +12,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import io
 import itertools
 import struct
 import typing
 from typing import Any, Awaitable, Callable
 
-from kio.index import load_request_schema, load_response_schema
+from kio import index as _kio_index
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 MAX_FRAME = 100 * 1024 * 1024
+
+#: kio's (api_key, version) -> schema class, remembered: kio resolves the class by its dotted
+#: name (pkgutil.resolve_name, an import-machinery lookup) on every call, and kraftsim calls it
+#: for every request and response it builds or decodes - a tenth of a busy broker's CPU.
+load_request_schema = functools.cache(_kio_index.load_request_schema)
+load_response_schema = functools.cache(_kio_index.load_response_schema)
 
 
 class ProtocolError(Exception):
@@ -54,6 +61,15 @@ def _entity_of(t: Any) -> type | None:
     return None
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[dataclasses.Field, Any, Any, type | None], ...]:
+    """Each field of a kio entity with its Kafka type, type hint and nested entity class, worked
+    out once per class (``build`` runs for every message kraftsim sends)."""
+    hints = _hints(cls)
+    return tuple((f, f.metadata.get("kafka_type"), hints[f.name], _entity_of(hints[f.name]))
+                 for f in dataclasses.fields(cls))
+
+
 def build(cls: type, data: dict[str, Any] | None = None, fill_error: ErrorCode | None = None) -> Any:
     """Build a kio entity of any version from a plain dict.
 
@@ -63,12 +79,8 @@ def build(cls: type, data: dict[str, Any] | None = None, fill_error: ErrorCode |
     answer a request we cannot serve with the proper error instead of a dropped socket).
     """
     data = data or {}
-    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        ktype = f.metadata.get("kafka_type")
-        t = hints[f.name]
-        inner = _entity_of(t)
+    for f, ktype, t, inner in _fields(cls):
         if f.name in data:
             v = data[f.name]
             if inner is not None and v is not None:

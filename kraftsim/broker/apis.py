@@ -13,11 +13,10 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.metadata import NO_LEADER
-from kraftsim.wire import Peer, build
+from kraftsim.wire import Peer, build, load_response_schema
 
 BROKER_APIS = {
     0: (3, 9),    # Produce

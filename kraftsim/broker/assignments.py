@@ -19,11 +19,10 @@ import asyncio
 import uuid
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.storage.checkpoints import directory_uuid
-from kraftsim.wire import build
+from kraftsim.wire import build, load_request_schema
 
 
 class AssignmentsManager:

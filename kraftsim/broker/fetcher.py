@@ -16,12 +16,11 @@ import time
 import uuid
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.broker.partition import Partition
 from kraftsim.broker.replica_manager import MAX_PARTITION_BYTES
-from kraftsim.wire import Client, build
+from kraftsim.wire import Client, build, load_request_schema
 
 FETCH_VERSION = 15
 #: at most one ``follower_append`` event per partition this often (a busy follower appends every

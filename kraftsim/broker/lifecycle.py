@@ -18,11 +18,10 @@ import time
 import uuid
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.storage.checkpoints import directory_uuid
-from kraftsim.wire import Client, build
+from kraftsim.wire import Client, build, load_request_schema
 
 
 class BrokerLifecycleManager:

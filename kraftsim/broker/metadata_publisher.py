@@ -16,13 +16,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.controller import METADATA_TOPIC
 from kraftsim.metadata import MetadataImage, MetadataLogFile
 from kraftsim.storage import records as rec
-from kraftsim.wire import build
+from kraftsim.wire import build, load_request_schema
 
 
 class BrokerMetadataPublisher:

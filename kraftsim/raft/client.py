@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.events import EventLog
@@ -38,7 +37,7 @@ from kraftsim.raft.log import PARTITION, TOPIC, RaftLog
 from kraftsim.raft.states import (RETRY_BACKOFF_BASE_MS, Candidate, Follower, Leader, Prospective, QuorumState,
                                   Resigned, Unattached)
 from kraftsim.raft.store import NO_LEADER, FileQuorumStateStore
-from kraftsim.wire import Client, Peer, build
+from kraftsim.wire import Client, Peer, build, load_request_schema, load_response_schema
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, DESCRIBE_QUORUM = 52, 53, 54, 1, 55
 #: what the raft listener advertises; Fetch 12 is also the brokers' metadata Fetch version.
@@ -326,7 +325,9 @@ class RaftClient:
             s.begin_quorum_next = now + self.config.fetch_timeout_ms / 2000
         if not self.config.check_quorum:
             return s.begin_quorum_next - now
-        return min(s.begin_quorum_next, s.check_quorum_deadline) - now
+        # pollLeader: min(timeUntilCheckQuorumExpires, timeUntilBeginQuorumEpochTimerExpires);
+        # a lone voter's check quorum never expires (a past deadline would make the loop spin)
+        return min(s.begin_quorum_next - now, s.time_until_check_quorum_expires(now))
 
     def _poll_candidate(self, s: Candidate, now: float) -> float:
         """KafkaRaftClient.pollCandidate: after the backoff that follows a lost election, a new

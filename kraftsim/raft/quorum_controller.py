@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kraftsim.events import EventLog
@@ -37,7 +36,7 @@ from kraftsim.raft.config import QuorumConfig
 from kraftsim.raft.log import CONTROL_FLAG, TOPIC, RaftLog
 from kraftsim.raft.states import Leader
 from kraftsim.storage import records as rec
-from kraftsim.wire import Peer, build
+from kraftsim.wire import Peer, build, load_response_schema
 
 BROKER_FETCH_RECORDS = 2000
 

@@ -19,6 +19,7 @@ Every transition is written to the quorum-state file before it takes effect
 """
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -258,12 +259,17 @@ class Leader:
         return ([one(r, st) for r, st in sorted(self.replicas.items())],
                 [one(r, st) for r, st in sorted(self.observers.items())])
 
-    def check_quorum_expired(self, now: float) -> bool:
-        """LeaderState.timeUntilCheckQuorumExpires == 0: no majority fetched within 1.5 x fetch
-        timeout. A single voter never expires."""
+    def time_until_check_quorum_expires(self, now: float) -> float:
+        """LeaderState.timeUntilCheckQuorumExpires: seconds until no majority has fetched within
+        1.5 x fetch timeout; a single voter never expires (``Long.MAX_VALUE``), so its poll loop
+        has nothing of this to wake up for."""
         if len(self.voters) == 1:
-            return False
-        return now >= self.check_quorum_deadline
+            return math.inf
+        return max(0.0, self.check_quorum_deadline - now)
+
+    def check_quorum_expired(self, now: float) -> bool:
+        """LeaderState.timeUntilCheckQuorumExpires == 0."""
+        return self.time_until_check_quorum_expires(now) == 0.0
 
     def non_leader_voters_by_descending_fetch_offset(self) -> list[int]:
         others = [v for v in self.voters if v != self.local_id]

@@ -95,6 +95,30 @@ def test_leader_resigns_without_fetch_from_majority_voters(tmp_path, kafka_versi
         assert isinstance(c.quorum.state, Leader) and c.quorum.epoch == 1
 
 
+def test_a_lone_voter_leader_never_expires_and_its_poll_waits(tmp_path):
+    """LeaderState.timeUntilCheckQuorumExpires returns Long.MAX_VALUE for a single voter, and
+    KafkaRaftClient.pollLeader returns the minimum of that and the other timers: long after 1.5 x
+    fetch timeout without any Fetch, a lone controller is still leader and its poll asks to sleep
+    until the next BeginQuorumEpoch round - never 0 or less, which would make the raft loop spin
+    (the single-controller clusters of every default campaign: one CPU core burnt for nothing)."""
+    kv = features.parse_kafka_version("4.1.0")
+    qc = QuorumConfig(voters={0: ("127.0.0.1", 1)}, fetch_timeout_ms=FETCH_TIMEOUT_MS,
+                      check_quorum=features.software_gate("check_quorum", kv))
+    log = RaftLog(tmp_path / "md", 0, "c", segment_bytes=1 << 20)
+    c = RaftClient(0, "c", "127.0.0.1", qc, log, EventLog(tmp_path / "events.jsonl", 0, "controller"))
+    now = time.monotonic()
+    c.quorum.initialize(log.last_fetched_epoch, now)
+    c.quorum.transition_to_candidate(now)
+    c._on_become_leader(now)
+    assert isinstance(c.quorum.state, Leader)
+    later = now + 10 * CHECK_QUORUM_S
+    c.poll(later)                       # sends nothing (no other voter), schedules the next round
+    wait = c.poll(later)
+    assert isinstance(c.quorum.state, Leader) and c.quorum.epoch == 1
+    assert wait == pytest.approx(FETCH_TIMEOUT_MS / 2000), wait
+    assert c.quorum.state.time_until_check_quorum_expires(later) == float("inf")
+
+
 ELECTION_MS, FETCH_MS = 500, 800
 
 
