@@ -38,14 +38,18 @@ SETTINGS: dict[str, Any] = {"unclean.leader.election.enable": "false", "min.insy
 NETWORK = "fl-test-kafka"
 
 
-def ssh_inventory(lab: SshLab, path: Path, version: str = VERSION) -> Path:
+def ssh_inventory(lab: SshLab, path: Path, version: str = VERSION, *, ssh_config: Path | None = None) -> Path:
     """An ssh inventory of the lab's hosts (``controller``, ``broker-N``) running Apache Kafka
-    ``version``: root logins with the lab's key, each host's files under its lab dir."""
+    ``version``: root logins with the lab's key, each host's files under its lab dir. Other
+    hosts (a jump host) are not Kafka's; ``ssh_config``: the OpenSSH client config the
+    transport reads (``none`` without one: never this machine's ~/.ssh/config)."""
     rel = releases.ensure(version)
     java = shutil.which("java") or "java"
     settings = kafka_hosts.sort_settings(SETTINGS, "SETTINGS")
     groups: dict[str, dict] = {"controllers": {"hosts": {}}, "brokers": {"hosts": {}}}
     for name, h in lab.by_name.items():
+        if name != "controller" and not name.startswith("broker-"):
+            continue
         role = "controller" if name == "controller" else "broker"
         d = h.dir / "kafka"
         d.mkdir(exist_ok=True)
@@ -64,6 +68,7 @@ def ssh_inventory(lab: SshLab, path: Path, version: str = VERSION) -> Path:
         }
     doc = {"all": {"vars": {"faultline_transport": "ssh", "ansible_user": "root",
                             "ansible_ssh_private_key_file": lab.client_key, "faultline_known_hosts": lab.known_hosts,
+                            "faultline_ssh_config": str(ssh_config) if ssh_config else "none",
                             "kafka_cluster_id": CLUSTER_ID, "kafka_implementation": "apache-kafka"},
                    "children": groups}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,4 +219,19 @@ def kraftsim_inventory(lab: SshLab, path: Path, settings: dict[str, object] | No
                             "kafka_cluster_id": "faultline-ssh-lab-00000", "kafka_implementation": "kraftsim"},
                    "children": groups}}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def ssh_config(lab: SshLab, path: Path, known_extra: str = "") -> Path:
+    """A lab user's ssh config: the jump host by an alias, every lab address through it."""
+    j = lab.by_name["jump"]
+    subnet = j.ip.rsplit(".", 1)[0]
+    path.write_text(textwrap.dedent(f"""\
+        Host bastion
+          HostName {j.ip}
+          User root
+          IdentityFile {lab.client_key}
+        Host {subnet}.* !{j.ip}
+          ProxyJump bastion
+        {known_extra}"""))
     return path

@@ -7,7 +7,9 @@ names). SSH: ``kafka.Kafka`` JVMs on sshd-in-namespace lab hosts, started over S
 inventory's ``kafka_service`` before faultline arrives, as a lab's Kafka would be (their
 server.properties and storage format written and run through the same transports); `faultline
 preflight` reads the release from the JVM's classpath and the log4j levels it runs with, and
-names a logger raised to WARN (the known-bad control).
+names a logger raised to WARN (the known-bad control). The SSH lab is reached only through a jump
+host named in an ssh config file (tests/remote/test_ssh_jump.py has the transport's own cases
+and the control that the hosts refuse ssh without it).
 
 Each run must end valid with no acknowledged write lost, and its events must come from the
 hosts' own Kafka logs (cluster-logs/<host>/server.log, controller.log, state-change.log), every
@@ -30,11 +32,12 @@ import pytest
 import yaml
 
 from checkers import kafkalog
+from harness.cluster import make_transport
 from harness.docker import cluster as docker_cluster
 from harness.inventory import load_inventory
 from harness.preflight import Options, preflight
 from tests.remote import dockerlab, kafkalab
-from tests.remote.sshlab import SshLab
+from tests.remote.sshlab import SshLab, ssh_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 REPO = Path(__file__).resolve().parents[2]
@@ -106,11 +109,19 @@ def only(inv_path: Path, host: str, out: Path) -> Path:
     return out
 
 
-def test_kill_restart_on_real_kafka_over_ssh_after_preflight(tmp_path: Path):
-    lab = SshLab(["controller", "broker-1", "broker-2", "broker-3"])
+def test_kill_restart_on_real_kafka_over_ssh_through_a_jump_host_after_preflight(tmp_path: Path):
+    """The lab as a company has it: the Kafka hosts refuse ssh from anyone but a bastion, which
+    only the ssh config file the inventory names knows of (``ProxyJump``)."""
+    lab = SshLab(["jump", "controller", "broker-1", "broker-2", "broker-3"])
     try:
         lab.up()
-        inv_path = kafkalab.ssh_inventory(lab, tmp_path / "ssh-kafka.yaml")
+        lab.only_via("jump")
+        inv_path = kafkalab.ssh_inventory(lab, tmp_path / "ssh-kafka.yaml",
+                                          ssh_config=ssh_config(lab, tmp_path / "ssh_config"))
+        assert "ProxyJump" not in inv_path.read_text() and "bastion" not in inv_path.read_text()
+        inv = load_inventory(inv_path)
+        assert set(inv.hosts) == {"controller", "broker-1", "broker-2", "broker-3"}
+        assert all([j.alias for j in make_transport(inv, spec).jumps] == ["bastion"] for spec in inv.hosts.values())
         kafkalab.start_ssh_cluster(inv_path)
         p = preflight_cli(inv_path, tmp_path / "state")
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-1500:]

@@ -5,12 +5,11 @@ The lab: five real sshd hosts in namespaces (tests/support/netlab.py lab "jump")
 that ignored ProxyJump fails at once - the control below shows it does. Kafka's ports stay open,
 so the workload's clients reach the brokers directly, as on a lab whose bastion guards only ssh.
 The ssh config is a file the test writes (the inventory's ``faultline_ssh_config``); this
-machine's ~/.ssh is never read.
+machine's ~/.ssh is never read. A whole campaign through such a jump host - real Apache Kafka on
+the lab hosts, kill-restart - is tests/remote/test_campaigns.py's SSH run.
 """
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
 import paramiko
@@ -18,42 +17,9 @@ import pytest
 
 from groundwork.transport.base import TransportError
 from groundwork.transport.ssh import HostKeyUnknown, SshTransport, resolve_hop
-from harness.cluster import ClusterNode, make_transport
-from harness.inventory import load_inventory
-from tests.remote.sshlab import SshLab, kraftsim_inventory
-from tests.remote.test_campaigns import run_campaign
+from tests.remote.sshlab import SshLab, ssh_config
 
 HOSTS = ["jump", "controller", "broker-1", "broker-2", "broker-3"]
-
-
-def check_kraftsim_run(run_dir: Path, inventory: Path) -> None:
-    """A valid, expected verdict over ssh, and every kill seen by the controller as a re-registration
-    with a new broker epoch (docs/seeds.md#seed-003: broker epochs) - the faults went through the jump."""
-    run = json.loads((run_dir / "run.json").read_text())
-    assert Path(run["inventory"]).resolve() == inventory.resolve() and load_inventory(inventory).transport == "ssh"
-    verdict = json.loads((run_dir / "verdict.json").read_text())
-    assert verdict["valid"] is True and verdict["as_expected"] is True and verdict["acked_writes"] > 100, verdict.get("counts")
-    timeline = [json.loads(ln) for ln in (run_dir / "timeline.jsonl").read_text().splitlines() if ln.strip()]
-    kills = [e for e in timeline if e.get("kind") == "nemesis" and e.get("fault") == "kill" and e.get("phase") == "start"]
-    assert kills, "the campaign injected no kill"
-    ctl_events = (run_dir / "cluster-logs" / "controller" / "events.jsonl").read_text()
-    regs = [ln for ln in ctl_events.splitlines() if '"broker_registered"' in ln]
-    assert len(regs) >= 3 + len(kills), (len(regs), len(kills))
-
-
-def ssh_config(lab: SshLab, path: Path, known_extra: str = "") -> Path:
-    """The lab user's config: the jump host by an alias, every lab address through it."""
-    j = lab.by_name["jump"]
-    subnet = j.ip.rsplit(".", 1)[0]
-    path.write_text(textwrap.dedent(f"""\
-        Host bastion
-          HostName {j.ip}
-          User root
-          IdentityFile {lab.client_key}
-        Host {subnet}.* !{j.ip}
-          ProxyJump bastion
-        {known_extra}"""))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -125,20 +91,3 @@ def test_both_host_keys_are_verified(jump_lab, tmp_path):
     assert t.run("true").ok
     t.close()
     assert {ln.split()[0] for ln in kh.read_text().splitlines()} == {jip, bip}
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_kill_restart_campaign_through_a_jump_host_from_the_ssh_config(jump_lab, tmp_path):
-    """`faultline run campaigns/kill-restart.yaml` on the lab: the jump host is in the ssh config
-    file only (the inventory names the file, nothing else about the jump)."""
-    inv_path = kraftsim_inventory(jump_lab, tmp_path / "jump-lab.yaml", ssh_config=ssh_config(jump_lab, tmp_path / "config"))
-    assert "ProxyJump" not in inv_path.read_text() and "bastion" not in inv_path.read_text()
-    inv = load_inventory(inv_path)
-    assert set(inv.hosts) == set(HOSTS) - {"jump"}
-    for spec in sorted(inv.hosts.values(), key=lambda s: s.role != "controller"):
-        t = make_transport(inv, spec)
-        assert [j.alias for j in t.jumps] == ["bastion"]
-        ClusterNode(spec, t).start_service()
-    run_dir = run_campaign(inv_path, tmp_path)
-    check_kraftsim_run(run_dir, inv_path)
