@@ -20,7 +20,6 @@ the start, :func:`start_session`).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import shutil
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from groundwork.jvm_cds import archive_key
 
 DEFAULT_MASTER = "local[2]"
 #: seconds between the warm-up's keep-warm jobs: under Spark's one-minute idle-worker timeout
@@ -56,12 +56,10 @@ def java_binary() -> str:
 
 def archive_file() -> Path:
     """``$XDG_CACHE_HOME/faultline/spark-cds/<pyspark version>-<key>.jsa``: keyed by what the JVM
-    would refuse the archive for anyway (checkers/jvm_archive.py), one per installation."""
+    would refuse the archive for (groundwork/jvm_cds.py: the java binary, each of pyspark's jars),
+    so a virtual environment made again gets an archive of its own."""
     import pyspark
-    jars = Path(pyspark.__file__).parent / "jars"
-    java = java_binary()
-    stamp = os.stat(java).st_mtime_ns if os.path.exists(java) else 0
-    key = hashlib.sha1(f"{java}\0{stamp}\0{jars.resolve()}".encode()).hexdigest()[:12]
+    key = archive_key(java_binary(), [Path(pyspark.__file__).parent / "jars"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "faultline" / "spark-cds" / f"{pyspark.__version__}-{key}.jsa"
 

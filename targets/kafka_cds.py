@@ -17,7 +17,6 @@ JVM writes the archive as it exits), renamed into place whole. It lives in the r
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from groundwork.jvm_cds import archive_key
 from targets import releases
 from targets.kafka_log4j import write as write_log4j
 
@@ -35,10 +35,10 @@ _CLUSTER_ID = "ZmF1bHRsaW5lLWNkcy0xAA"
 
 
 def archive_file(release: releases.Release, java: str) -> Path:
-    """``<release cache>/cds/<version>-<key>.jsa``, keyed by the jars and the java binary."""
-    jv = os.path.realpath(java)
-    stamp = os.stat(jv).st_mtime_ns if os.path.exists(jv) else 0
-    key = hashlib.sha1(f"{os.path.realpath(release.libs)}\0{jv}\0{stamp}".encode()).hexdigest()[:12]
+    """``<release cache>/cds/<version>-<key>.jsa``, keyed by what the JVM would refuse the archive
+    for (groundwork/jvm_cds.py: the java binary, each jar of the release's libs/ - a release
+    installed again gets an archive of its own)."""
+    key = archive_key(java, [release.libs])
     return releases.cache_dir() / "cds" / f"{release.version}-{key}.jsa"
 
 
