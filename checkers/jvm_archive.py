@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from checkers import session
+from groundwork.jvm_cds import place
 
 def _small_run(run_dir: Path) -> None:
     """A run directory the checker reads: one producer's 200 acknowledged sends on two
@@ -89,7 +90,8 @@ def make(quiet: bool = False) -> Path:
         if p.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
             last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
             raise RuntimeError(f"Spark's class archive was not written ({last})")
-        os.replace(tmp, final)
+        import pyspark
+        place(tmp, final, session.java_binary(), [Path(pyspark.__file__).parent / "jars"])
     finally:
         tmp.unlink(missing_ok=True)
     if not quiet:

@@ -37,3 +37,27 @@ def archive_key(java: str, jar_dirs: list[Path]) -> str:
                 continue
             h.update(f"\0{jar}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return h.hexdigest()[:12]
+
+
+def place(tmp: Path, final: Path, java: str, jar_dirs: list[Path]) -> None:
+    """Rename a whole archive into place, beside a record of what it was made from
+    (``<archive>.json``: java, jar dirs), and remove the archives in the same directory that
+    their own record shows no JVM would map any more - their jars installed again or gone.
+    Why: each remade environment leaves an archive of 40-120 MB under another key; without this
+    a machine whose venv or Kafka cache is rebuilt nightly fills its cache directory."""
+    import json
+
+    os.replace(tmp, final)
+    final.with_suffix(".json").write_text(json.dumps({"java": java, "jar_dirs": [str(d) for d in jar_dirs]}))
+    for rec in final.parent.glob("*.json"):
+        jsa = rec.with_suffix(".jsa")
+        if jsa == final:
+            continue
+        try:
+            made = json.loads(rec.read_text())
+            java_then, dirs = str(made["java"]), [Path(d) for d in made["jar_dirs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not jsa.name.endswith(f"-{archive_key(java_then, dirs)}.jsa") or not all(d.is_dir() for d in dirs):
+            jsa.unlink(missing_ok=True)
+            rec.unlink(missing_ok=True)

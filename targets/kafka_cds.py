@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from groundwork.jvm_cds import archive_key
+from groundwork.jvm_cds import archive_key, place
 from targets import releases
 from targets.kafka_log4j import write as write_log4j
 
@@ -122,7 +122,7 @@ def make(release: releases.Release, java: str, jvm_opts: tuple[str, ...], work_r
         try:
             if not tmp.is_file() or tmp.stat().st_size == 0:
                 raise RuntimeError(f"the JVM wrote no archive (exit {p.returncode})")
-            os.replace(tmp, final)
+            place(tmp, final, java, [release.libs])
         finally:
             tmp.unlink(missing_ok=True)
     return final
