@@ -27,6 +27,9 @@ from nemeses.schedule import (CONTROLLER_CONDITIONS, CONTROLLER_SELECTORS, NODE_
                               PARTITION_SELECTORS,
                               RandomMix, Schedule, Step)
 
+#: how long the one-at-a-time random mix waits for a drawn fault's selector to name a host (an
+#: election in progress: KRaft's takes well under this) before it skips the fault and draws again
+RANDOM_RESOLVE_WAIT_S = 10.0
 
 class ScheduleError(RuntimeError):
     """A step could not be carried out (condition timed out, no such broker): exit 3."""
@@ -334,7 +337,11 @@ class ScheduleRunner:
             i = rng.randrange(len(mix.faults))
             fault, params = mix.faults[i]
             try:
-                targets = self._resolve_all(mix.targets_of(i), self.resolve)
+                # a selector that names no host this instant (no active controller during an
+                # election) is waited for, not replaced by another draw: a failed resolve draws
+                # nothing, so the seed's next faults stay the same whatever the election's timing
+                targets = self._resolve_all(mix.targets_of(i),
+                                            lambda sel: self.resolve_soon(sel, within=RANDOM_RESOLVE_WAIT_S))
             except ScheduleError as e:
                 self.ctx.timeline.event("note", text=f"random schedule skipped a fault: {e}")
                 self.sleep(1.0)
