@@ -52,20 +52,19 @@ def test_leader_state_check_quorum():
     assert s.check_quorum_expired(3 * half)
 
 
-def _client(tmp_path: Path, kafka_version: str) -> RaftClient:
-    """A leader of epoch 1 among voters {0, 1, 2}, with the gates of ``kafka_version``."""
+def _client(tmp_path: Path, kafka_version: str, voters: tuple[int, ...] = (0, 1, 2)) -> RaftClient:
+    """Voter 0 as the leader of epoch 1 among ``voters``, with the gates of ``kafka_version``."""
     kv = features.parse_kafka_version(kafka_version)
-    qc = QuorumConfig(voters={v: ("127.0.0.1", 1) for v in (0, 1, 2)}, fetch_timeout_ms=FETCH_TIMEOUT_MS,
+    qc = QuorumConfig(voters={v: ("127.0.0.1", 1) for v in voters}, fetch_timeout_ms=FETCH_TIMEOUT_MS,
                       check_quorum=features.software_gate("check_quorum", kv))
     log = RaftLog(tmp_path / "md", 0, "c", segment_bytes=1 << 20)
     c = RaftClient(0, "c", "127.0.0.1", qc, log, EventLog(tmp_path / "events.jsonl", 0, "controller"))
     now = time.monotonic()
     c.quorum.initialize(log.last_fetched_epoch, now)
     c.quorum.transition_to_candidate(now)
-    c.quorum.state.granted.add(1)
+    c.quorum.state.granted.update(voters[1:2])
     c._on_become_leader(now)
     assert isinstance(c.quorum.state, Leader)
-    c.quorum.state.begin_quorum_next = float("inf")   # no BeginQuorumEpoch sends: the voters are not there
     return c
 
 
@@ -76,6 +75,7 @@ def test_leader_resigns_without_fetch_from_majority_voters(tmp_path, kafka_versi
     half, an observer's Fetch (no reset), half: the 3.7 leader has resigned in its epoch. The 3.6
     leader never does, however long nobody fetches (KafkaRaftClient 3.6.2 pollLeader)."""
     c = _client(tmp_path, kafka_version)
+    c.quorum.state.begin_quorum_next = float("inf")   # no BeginQuorumEpoch sends: the voters are not there
     t0 = c.quorum.state.now
     half = CHECK_QUORUM_S / 2
     c.poll(t0 + half)
@@ -101,17 +101,8 @@ def test_a_lone_voter_leader_never_expires_and_its_poll_waits(tmp_path):
     fetch timeout without any Fetch, a lone controller is still leader and its poll asks to sleep
     until the next BeginQuorumEpoch round - never 0 or less, which would make the raft loop spin
     (the single-controller clusters of every default campaign: one CPU core burnt for nothing)."""
-    kv = features.parse_kafka_version("4.1.0")
-    qc = QuorumConfig(voters={0: ("127.0.0.1", 1)}, fetch_timeout_ms=FETCH_TIMEOUT_MS,
-                      check_quorum=features.software_gate("check_quorum", kv))
-    log = RaftLog(tmp_path / "md", 0, "c", segment_bytes=1 << 20)
-    c = RaftClient(0, "c", "127.0.0.1", qc, log, EventLog(tmp_path / "events.jsonl", 0, "controller"))
-    now = time.monotonic()
-    c.quorum.initialize(log.last_fetched_epoch, now)
-    c.quorum.transition_to_candidate(now)
-    c._on_become_leader(now)
-    assert isinstance(c.quorum.state, Leader)
-    later = now + 10 * CHECK_QUORUM_S
+    c = _client(tmp_path, "4.1.0", voters=(0,))
+    later = c.quorum.state.now + 10 * CHECK_QUORUM_S
     c.poll(later)                       # sends nothing (no other voter), schedules the next round
     wait = c.poll(later)
     assert isinstance(c.quorum.state, Leader) and c.quorum.epoch == 1
