@@ -42,7 +42,7 @@ from targets.base import InfraError
 from targets.kafka_log4j import write as write_log4j
 from targets.kafka_security import ListenerSecurity, issue as issue_certificate
 from targets.kafka_settings import KafkaSettings, random_uuid, server_properties, sort
-from targets.kraftsim import check_settings, kill_embedded
+from targets.kraftsim import check_settings, kill_embedded, kill_pid_files
 from targets.netns import ClusterNet, remove as remove_net
 
 BROKER_PORT = 9092
@@ -371,9 +371,14 @@ class EmbeddedApacheKafka:
         return features_of(self.version, self.kafka, self.metadata_version, self.cluster_id)
 
     def stop(self) -> None:
-        """SIGKILL every JVM (the run's logs are already collected), unmount the disks, remove the
-        network, done."""
-        kill_embedded({"dir": str(self.dir)})
+        """SIGKILL every JVM (the run's logs are already collected), unmount the disks, kill
+        whatever else names the cluster's directory, remove the network, done.
+
+        Why the JVMs by their pid files first and the rest only after the unmount: a lossyfs
+        daemon's command line names the cluster's directory too, and one killed before it is
+        asked to unmount leaves its control socket in /tmp and its pre-images in the backing
+        directory; asked while alive, it removes both as it exits."""
+        kill_pid_files(self.dir)
         problems = []
         for m in reversed(self._mounts):
             try:
@@ -381,6 +386,7 @@ class EmbeddedApacheKafka:
             except Exception as e:  # noqa: BLE001 - the rest still goes; the ledger entry stays for heal
                 problems.append(f"{getattr(m, 'mountpoint', m)}: {e}")
         self._mounts.clear()
+        kill_embedded({"dir": str(self.dir)})
         left = remove_net(self.net.record()) if self.net is not None else []
         if left or problems:
             raise InfraError(f"could not remove the cluster's {'network: ' + ', '.join(left) if left else ''}"

@@ -209,7 +209,28 @@ def kill_embedded(record: dict[str, Any]) -> int:
     d = record.get("dir")
     if not d:
         return sent
-    for pf in Path(d).glob("*.pid"):
+    sent += kill_pid_files(Path(d))
+    r = subprocess.run(["pgrep", "-f", "--", str(d)], capture_output=True, text=True)
+    for line in r.stdout.split():
+        try:
+            pid = int(line)
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            sent += 1
+        except OSError:
+            pass
+    return sent
+
+
+def kill_pid_files(d: Path) -> int:
+    """SIGKILL the process of every pid file in an embedded cluster's directory (its nodes),
+    continued first so a paused one dies too. Returns kills sent."""
+    sent = 0
+    for pf in d.glob("*.pid"):
         try:
             pid = int(pf.read_text().split()[0])
         except (OSError, ValueError, IndexError):
@@ -219,19 +240,6 @@ def kill_embedded(record: dict[str, Any]) -> int:
                 fn(pid)
             except OSError:
                 pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-            sent += 1
-        except OSError:
-            pass
-    r = subprocess.run(["pgrep", "-f", "--", str(d)], capture_output=True, text=True)
-    for line in r.stdout.split():
-        try:
-            pid = int(line)
-        except ValueError:
-            continue
-        if pid == os.getpid():
-            continue
         try:
             os.kill(pid, signal.SIGKILL)
             sent += 1

@@ -11,12 +11,14 @@ Commands (output: one JSON line on stdout; errors: one line on stderr, exit 1):
   /proc/mounts (type ``fuse.lossyfs``, source ``lossyfs:<control socket>``);
 - ``crash SOCK`` / ``status SOCK``: the daemon's answer;
 - ``unmount MOUNTPOINT``: ask the daemon to unmount; if it does not answer (a dead run's
-  daemon), detach the mount (``fusermount3 -u -z``, else ``umount -l``). ``{"unmounted": bool}``
+  daemon), detach the mount (``fusermount3 -u -z``, else ``umount -l``) and remove its dead
+  control socket. ``{"unmounted": bool}``
   (false: nothing of lossyfs was mounted there).
 """
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 
@@ -71,18 +73,36 @@ def unmount(mountpoint):
     found = [m for m in mounts() if m["mountpoint"] == mp]
     if not found:
         return {"unmounted": False}
+    control = found[-1]["control"]
+    dead = False
     try:
-        reply = ask(found[-1]["control"], "unmount", timeout=40)
+        reply = ask(control, "unmount", timeout=40)
         ok = reply.get("ok")
     except (OSError, ValueError):
-        ok = False
+        ok, dead = False, True
     if not ok or any(m["mountpoint"] == mp for m in mounts()):
         r = subprocess.run(["fusermount3", "-u", "-z", mp], capture_output=True, text=True)
         if r.returncode != 0:
             r = subprocess.run(["umount", "-l", mp], capture_output=True, text=True)
         if r.returncode != 0 and any(m["mountpoint"] == mp for m in mounts()):
             raise OSError(f"cannot unmount {mp}: {r.stderr.strip()}")
+    if dead:
+        remove_dead_socket(control)
     return {"unmounted": True}
+
+
+def remove_dead_socket(path):
+    """A dead daemon's control socket (a live daemon removes its own as it exits): removed
+    only if it is a socket and nothing answers on it."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return
+        ask(path, "ping", timeout=2)
+    except (OSError, ValueError):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def main(argv):

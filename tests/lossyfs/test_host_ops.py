@@ -65,7 +65,8 @@ def test_reboot_lossyfs_on_a_node_without_lossyfs_fails_in_one_line_and_kills_no
 
 def test_heal_unmounts_a_dead_runs_mount_from_the_ledger(tmp_path: Path) -> None:
     """A run mounted lossyfs (ledger first) and died: its daemon was SIGKILLed too, leaving a
-    dead mount (ENOTCONN). ``faultline heal``'s replay unmounts it from the entry alone."""
+    dead mount (ENOTCONN). ``faultline heal``'s replay unmounts it from the entry alone, and
+    removes the dead daemon's control socket (a live one removes its own as it exits)."""
     backing, mnt = tmp_path / "backing", tmp_path / "mnt"
     backing.mkdir()
     mnt.mkdir()
@@ -84,6 +85,7 @@ def test_heal_unmounts_a_dead_runs_mount_from_the_ledger(tmp_path: Path) -> None
         report = heal_all(ledger)
         assert report.failed == [] and any("mount" in h for h in report.healed), report
         assert not mounted(mnt) and ledger.open_entries() == []
+        assert not (tmp_path / "ctl.sock").exists()
     finally:
         unmount_hard(mnt, pid)
 
@@ -99,6 +101,7 @@ def test_unmount_dead_finds_a_mount_no_ledger_knows(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert lossyfs.unmount_dead(LOCAL) == [str(m.mnt)]
         assert not mounted(m.mnt) and mounted(live.mnt)       # the living one stays
+        assert not m.ctl.exists() and live.ctl.exists()       # with its socket; the dead one's is gone
     finally:
         unmount_hard(m.mnt, m.pid)
         if live is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -255,6 +256,22 @@ def test_the_truncate_unflushed_cut_removes_nothing_lossyfs_kept(runs: dict[str,
         # lossyfs dropped must lie in the cut's uncertain range (one interval below the log end),
         # never in what flush.messages=1 had fsynced.
         assert all(r["size"] - r["lossyfs_keeps"] <= r.get("uncertain_bytes", 0) for r in topic), topic
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_a_run_that_ends_has_each_disk_unmounted_by_its_living_daemon(runs: dict[str, Any], cell: str) -> None:
+    """The cluster's stop kills the JVMs, then asks each lossyfs daemon to unmount while it still
+    runs: it logs the unmount and removes its control socket from /tmp as it exits. (A daemon
+    killed first, with every process naming the cluster's directory, left its socket behind.)"""
+    _, run_dir = runs[cell]
+    logs = sorted((run_dir / "cluster").glob("*/lossyfs.log"))
+    assert [p.parent.name for p in logs] == ["broker-1", "controller"]
+    for log in logs:
+        text = log.read_text(errors="replace")
+        control = re.search(r"control (\S+), ", text)
+        assert control, text[-500:]
+        assert "unmounted" in text, f"{log}: the daemon did not unmount the disk itself:\n{text[-500:]}"
+        assert not Path(control.group(1)).exists(), f"{control.group(1)} left behind"
 
 
 def test_heal_after_a_sigkilled_real_kafka_run_leaves_no_lossyfs_mount(runs: dict[str, Any]) -> None:
