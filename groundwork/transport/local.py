@@ -15,6 +15,18 @@ from typing import Sequence
 from groundwork.transport.base import CommandResult, Transport, TransportError, to_shell
 
 
+#: where Debian and Ubuntu install the administration tools faultline runs on a host (iptables,
+#: tc, sysctl): on root's PATH in a login shell and under sudo (secure_path), but not on cron's
+#: (PATH=/usr/bin:/bin), where nightly runs start, nor under ``env -i``
+ADMIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def with_admin_dirs(path: str | None) -> str:
+    """``path`` with the :data:`ADMIN_DIRS` it lacks appended (its own order and precedence kept)."""
+    parts = [p for p in (path or "").split(os.pathsep) if p]
+    return os.pathsep.join(parts + [d for d in ADMIN_DIRS if d not in parts])
+
+
 class LocalTransport(Transport):
     def __init__(self, name: str, netns: str | None = None):
         self.name = name

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as cexc
 
 from groundwork.config import ConfigError
+from groundwork.transport.local import with_admin_dirs
 from harness.cli import campaign, check, heal, info, kafka, preflight, prune, run, shrink, suite
 from harness.cli.common import EXIT_CONFIG, EXIT_INFRA, EXIT_OK, Exit, app, err, one_line, out, tidy_help
 
@@ -44,6 +45,9 @@ tidy_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:
+    # this process and every command it starts here (iptables, tc, ip netns exec ...) find the
+    # administration tools even when started by cron or `env -i` (groundwork.transport.local)
+    os.environ["PATH"] = with_admin_dirs(os.environ.get("PATH"))
     try:
         app(args=argv, prog_name="faultline", standalone_mode=False)
         code = EXIT_OK

@@ -84,10 +84,10 @@ def running():
         n.stop_service()
 
 
-def cli(inv: Path, state: Path) -> subprocess.CompletedProcess:
+def cli(inv: Path, state: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "preflight", str(inv)],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "FAULTLINE_STATE_DIR": str(state)})
+                          env={**os.environ, "FAULTLINE_STATE_DIR": str(state), **env})
 
 
 def issues(inv: Path, column: str) -> list[str]:
@@ -103,6 +103,19 @@ def test_a_kafka_host_as_shipped_passes(tmp_path: Path, running):
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("│b1 "))
     assert "ok 3.7.0 broker" in row and "ok 3 files, log4j ok" in row and "ok 1/1 ok" in row, row
     assert "ok same clock" in row, row
+
+
+def test_a_nightly_job_with_crons_path_finds_iptables_and_tc(tmp_path: Path, running):
+    """cron starts jobs with PATH=/usr/bin:/bin, and `env -i` with what it is given: Debian and
+    Ubuntu install iptables and tc in /usr/sbin, so faultline started that way must still find
+    them (it adds the sbin directories a PATH lacks), as root's login shell would."""
+    assert not Path("/usr/bin/iptables").exists() and Path("/usr/sbin/iptables").exists()
+    inv = kafka_host(tmp_path)
+    running(inv)
+    p = cli(inv, tmp_path / "state", PATH="/usr/bin:/bin")
+    assert p.returncode == 0, p.stdout + p.stderr
+    row = next(ln for ln in p.stdout.splitlines() if ln.startswith("│b1 "))
+    assert "root: iptables, tc" in row, row
 
 
 def test_state_change_logger_at_warn_fails_the_lab(tmp_path: Path, running):
