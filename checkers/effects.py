@@ -15,8 +15,10 @@ requires it on the vulnerable side and forbids it on the fixed one (``require_an
 - ``uncommitted_read``: an offset read holding a value the final log does not hold there
   (``inconsistent_offset``) lying in a replica's range ``[truncated to, high watermark)`` of a
   ``truncation`` to the leader's log - the replica had a high watermark above records it was
-  about to cut, so they were visible as committed (Kafka warns "Truncating <tp> to offset <o>
-  below high watermark <hw>", ReplicaFetcherThread.truncate; KAFKA-14704, docs/anomalies.md).
+  about to cut, so they were visible as committed (KAFKA-14704, docs/anomalies.md). kraftsim
+  records that high watermark in its truncation event; from Kafka's logs it is the "from" of
+  UnifiedLog's "Non-monotonic update of high watermark" warning as truncateTo lowers it to the
+  cut (checkers/kafkalog/assemble.py), or ReplicaFetcherThread's "below high watermark" warning.
 - ``log_not_recovered``: a broker loaded a log dir as cleanly shut down (no recovery) although
   a page-cache-loss cut had hit that dir since the broker last loaded it: the clean-shutdown
   marker was written by a process that never loaded the logs (KAFKA-15375). The load is the
@@ -63,9 +65,9 @@ def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str,
                             "t": num(e.get("t")), "to_offset": lo, "high_watermark": hwm,
                             "values": row.get("values"), "observed_by": row.get("observed_by"),
                             "text": f"broker {broker} held {topic}@{part} offset {off} below its high watermark "
-                                    f"{hwm}, then truncated to {lo} to match the leader (Kafka: \"Truncating "
-                                    f"{topic}-{part} to offset {lo} below high watermark {hwm}\"): a reader saw "
-                                    f"a record that was never committed; values at that offset: {row.get('values')}",
+                                    f"{hwm}, then truncated to {lo} to match the leader, its high watermark down "
+                                    f"from {hwm} to {lo}: a reader saw a record that was never committed; values "
+                                    f"at that offset: {row.get('values')}",
                             **_ref(e)})
                 break
     return out

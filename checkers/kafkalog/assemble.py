@@ -322,7 +322,10 @@ class Assembler:
         last = self.last_trunc.get(key)
         if last is not None and last["to_offset"] == to and self.leo.get(key) == to and o["wall"] - last["wall"] <= 1.0:
             # ReplicaFetcherThread's "below high watermark" warning and UnifiedLog's own line of one cut
-            self.unused += 1
+            if o.get("hwm") is not None and o["hwm"] > to:
+                last["high_watermark"] = o["hwm"]
+            else:
+                self.unused += 1
             return
         pend = self.pending_trunc.pop(key, None) or {}
         frm = pend.get("from_offset", self.leo.get(key))
@@ -330,6 +333,22 @@ class Assembler:
         self.last_trunc[key] = self._emit(o, "truncation", topic=o["topic"], partition=o["partition"],
                                           broker=o["node"], from_offset=frm if frm is None or frm >= to else to,
                                           to_offset=to, reason=pend.get("reason"))
+        if o.get("hwm") is not None and o["hwm"] > to:
+            self.last_trunc[key]["high_watermark"] = o["hwm"]
+
+    def _hwm_lowered(self, o: dict[str, Any]) -> None:
+        """The high watermark a truncation cut below. Kafka states it in no truncation line at
+        INFO (ReplicaFetcherThread.truncate's "below high watermark" warning is tested after
+        UnifiedLog.truncateTo has already lowered it to the new end, so it cannot fire for a
+        cut tail), but UnifiedLog.updateHighWatermarkMetadata warns when that lowering happens:
+        down to the truncation's offset, within a second of it, it is that cut's."""
+        key = (o["node"], o["topic"], o["partition"])
+        last = self.last_trunc.get(key)
+        if (last is not None and last["to_offset"] == o["to_hwm"] and o["wall"] - last["wall"] <= 1.0
+                and o["from_hwm"] > o["to_hwm"]):
+            last["high_watermark"] = o["from_hwm"]
+        else:
+            self.unused += 1
 
     def _loaded(self, o: dict[str, Any]) -> None:
         key = (o["node"], o["topic"], o["partition"])
@@ -394,6 +413,8 @@ class Assembler:
             self.pending_trunc[(o["node"], o["topic"], o["partition"])] = o
         elif k == "truncate":
             self._truncate(o)
+        elif k == "hwm_lowered":
+            self._hwm_lowered(o)
         elif k == "truncation":
             self.leo[(o["node"], o["topic"], o["partition"])] = o["to_offset"]
             self._emit(o, "truncation", topic=o["topic"], partition=o["partition"], broker=o["node"],

@@ -155,7 +155,7 @@ _REJECT_REASONS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^the current partition epoch is (-?\d+), not (?P<pe>-?\d+)\.$"), "INVALID_UPDATE_VERSION"),
     (re.compile(r"^the current leader epoch is (-?\d+), not (-?\d+)\.$"), "FENCED_LEADER_EPOCH"),
     (re.compile(r"^the current leader is (-?\d+)\.$"), "INVALID_REQUEST"),
-    (re.compile(r"^it specified an invalid ISR (.*?)(?: that doesn't include itself)?\.$", re.S), "INVALID_REQUEST"),
+    (re.compile(r"^it specified an invalid ISR (?P<isr>.*?)(?: that doesn't include itself)?\.$", re.S), "INVALID_REQUEST"),
     (re.compile(r"^the ISR (.*) had more than one replica while the leader was still recovering", re.S), "INVALID_REQUEST"),
     (re.compile(r"^the leader recovery state cannot change from RECOVERED to RECOVERING\.$"), "INVALID_REQUEST"),
 ]
@@ -227,6 +227,10 @@ _RESET_FULLY = re.compile(r"^Truncate fully and reset fetch offset for partition
 _LOG_PREFIX = re.compile(r"^\[(?:UnifiedLog|Log|LogLoader) partition=([^\s,\]]+)(?:, dir=([^\]]*))?\] ")
 _TRUNCATE = re.compile(r"^Truncating to offset (-?\d+)$")
 _TRUNCATE_NOOP = re.compile(r"^Truncating to (-?\d+) has no effect as the largest offset in the log is (-?\d+)$")
+# UnifiedLog.updateHighWatermarkMetadata (3.4+): the high watermark moved down - after a truncation,
+# UnifiedLog.truncateTo lowering it to the new log end: the replica's high watermark stood above the
+# records it cut (KAFKA-14704's 3.4.0 follower raised it over its divergent tail first)
+_HWM_DOWN = re.compile(r"^Non-monotonic update of high watermark from \(offset=(-?\d+)[^)]*\) to \(offset=(-?\d+)")
 # LogManager.loadLogs: 3.4 "Attempting recovery for all logs in {} since no clean shutdown file was found",
 # 3.5+ "Recovering {n} logs from {} since no clean shutdown file was found" (and the clean forms)
 _DIR_UNCLEAN = re.compile(r"^(?:Attempting recovery for all logs in|Recovering \d+ logs from) (\S+) since no clean shutdown file was found")
@@ -315,7 +319,7 @@ def _diff(body: str) -> dict[str, Any]:
 #: since most of server.log is none of them
 _STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", "Loading logs from log dirs",
                      "Registered kafka:type=kafka.Log4jController", "Starting controller", "Starting SharedServer",
-                     "Truncating ")
+                     "Truncating ", "Non-monotonic update of high watermark")
 
 
 def parse(message: str) -> Obs | None | bool:
@@ -409,6 +413,8 @@ def _controller(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None)
                 else:
                     out["new_isr"] = int_list(g["isr"])
                 out["ineligible"] = g["ineligible"]
+            elif g.get("isr") is not None:
+                out["new_isr"] = int_list(g["isr"])     # e.g. KAFKA-15353's re-sent empty ISR "[]"
             if g.get("pe") is not None:
                 out["partition_epoch"] = int(g["pe"])     # the one the leader sent
             return out
@@ -568,6 +574,9 @@ def _storage(msg: str, prefix: str, log_tp: dict | None, log_dir: str | None) ->
     m = _TRUNCATE_NOOP.match(msg)
     if m:
         return {"kind": "truncate_noop", **log_tp, "log_end_offset": int(m.group(2)) + 1}
+    m = _HWM_DOWN.match(msg)
+    if m:
+        return {"kind": "hwm_lowered", **log_tp, "from_hwm": int(m.group(1)), "to_hwm": int(m.group(2))}
     m = _RECOVERING.match(msg)
     if m:
         return {"kind": "recovering", **log_tp, "segment": int(m.group(1))}

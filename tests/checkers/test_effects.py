@@ -28,7 +28,7 @@ def test_uncommitted_read_needs_a_truncation_below_the_replicas_high_watermark()
     rows = [_inconsistent(o) for o in (167, 168, 200, 223)]
     got = effects.uncommitted_reads(rows, [_trunc(223)])
     assert [r["offset"] for r in got] == [168, 200]   # [to_offset, high_watermark)
-    assert "below high watermark 223" in got[0]["text"] and got[0]["broker"] == 1
+    assert "below its high watermark 223" in got[0]["text"] and got[0]["broker"] == 1
     assert got[0]["source"] == "cluster-logs/broker-1/events.jsonl" and got[0]["line"] == 7
     # controls: a truncation at its HWM (3.4.1: the HWM waits), none recorded, another partition
     assert effects.uncommitted_reads(rows, [_trunc(168)]) == []

@@ -31,7 +31,7 @@ SOURCES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json"))
 COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rejected", "repeated_rejections",
             "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
             "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
-            "clean_reelection_after_fence", "strimzi_layout"}
+            "clean_reelection_after_fence", "strimzi_layout", "truncation_below_high_watermark", "empty_isr_rejected"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 
@@ -162,3 +162,24 @@ def test_an_unclean_story_from_the_real_unclean_line(spark, tmp_path):
     el = next(x for x in s["steps"] if x["kind"] == "election")
     assert "elected broker 2" in el["text"] and "unclean" in el["text"], el
     assert el["event"] == {"source": "cluster-logs/psp-combined-1/server.log", "line": 1}
+
+
+def test_an_isr_change_stuck_from_the_real_controllers_rejection():
+    """KAFKA-15353 on real Kafka: the leaders state no pending proposal at INFO, so the 3.4.1
+    controller's rejection of the re-sent empty ISR (INVALID_REQUEST, after which
+    Partition.handleAlterPartitionError keeps the change pending) starts the stuck period; it
+    ends with the partition's next metadata change. Control: an ISR change 5 s after the
+    rejection ends it in time."""
+    from checkers import isr_changes
+    events, _, _ = read_source("faultline-3.4.1-controller-kafka-15353-empty-isr")
+    t0 = min(e["wall"] for e in events) - 17.0
+    timed = [{**e, "t": e["wall"] - t0} for e in events]
+    rows = isr_changes.stuck(timed, [], end_t=47.1)
+    assert [(r["topic"], r["leader"], r["proposed_isr"], r["ended_by"]) for r in rows] == [
+        ("__consumer_offsets", 2, "[]", "still pending when the records end"),
+        ("faultline", 3, "[]", "still pending when the records end")], rows
+    assert rows[1]["seconds"] > 29 and rows[1]["answers"] == "INVALID_REQUEST (new_isr []) x1"
+    later = {"event": "isr_changed", "topic": "faultline", "partition": 0, "leader": 3, "isr": [3, 1],
+             "t": timed[1]["t"] + 5.0, "role": "broker", "host": "broker-3"}
+    rows = isr_changes.stuck([*timed, later], [], end_t=47.1)
+    assert [r["topic"] for r in rows] == ["__consumer_offsets"]
