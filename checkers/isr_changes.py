@@ -23,6 +23,17 @@ error, and the ISR it named). 10 s is longer than a controller failover takes wi
 default timeouts (a fetch timeout to notice, two election timeouts: about 4 s), so a proposal
 that merely waited for a new active controller does not count.
 
+Kafka's own logs state no pending proposal at INFO (Partition.prepareIsrExpand / prepareIsrShrink
+log nothing; handleAlterPartitionError logs INVALID_REQUEST, FENCED_LEADER_EPOCH,
+INVALID_UPDATE_VERSION and UNKNOWN_TOPIC_* at DEBUG), so where no leader states its proposals
+the controller's rejection is the start instead: an ``alter_partition`` the controller rejected
+with one of the errors after which the leader keeps the change pending (:data:`KEEPS_PENDING`;
+Kafka 3.4.1's controller logs the empty ISR a 3.5.1 broker re-sent: "Rejecting AlterPartition
+request from node 3 for faultline-0 because it specified an invalid ISR [] that doesn't include
+itself."), open until the partition's next metadata change, an accepted AlterPartition of that
+leader, or a process fault on the leader (3.5.1 core/src/main/scala/kafka/cluster/Partition.scala
+handleAlterPartitionError: those errors return false and leave partitionState pending).
+
 Informational (docs/anomalies.md); a campaign can require or forbid it.
 """
 from __future__ import annotations
@@ -35,6 +46,10 @@ from checkers.quorum import STOPPING_FAULTS
 ANOMALY = "isr_change_stuck"
 #: a pending ISR change older than this is stuck (see module docstring)
 STUCK_AFTER_S = 10.0
+#: the controller's answers after which the leader keeps its change pending until new metadata
+#: (Partition.handleAlterPartitionError returns false without resetting the state)
+KEEPS_PENDING = frozenset({"INVALID_REQUEST", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION",
+                           "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "NEW_LEADER_ELECTED"})
 
 
 def _ids(v: Any) -> str:
@@ -56,7 +71,12 @@ def stuck(events: list[dict[str, Any]], timeline: list[dict[str, Any]], end_t: f
                 "leader_isr", "isr_changed", "leader_elected", "alter_partition"):
             by_tp.setdefault((str(e["topic"]), int(e["partition"])), []).append(e)
     rows: list[dict[str, Any]] = []
+    # kraftsim states each proposal (proposed_isr); a source that never did is Kafka's logs
+    stated = any(e.get("event") == "leader_isr" and isinstance(e.get("proposed_isr"), list) for e in timed)
     for (topic, part), evs in sorted(by_tp.items()):
+        if not stated:
+            rows += _rejected_and_kept(topic, part, evs, stops, last)
+            continue
         for i, e in enumerate(evs):
             if e["event"] != "leader_isr" or not isinstance(e.get("proposed_isr"), list):
                 continue
@@ -94,4 +114,48 @@ def stuck(events: list[dict[str, Any]], timeline: list[dict[str, Any]], end_t: f
                          "isr": _ids(e.get("isr")), "proposed_isr": _ids(e["proposed_isr"]), "from_t": start,
                          "to_t": end, "seconds": round(end - start, 3), "ended_by": how,
                          "answers": "; ".join(f"{k} x{n}" for k, n in said.items()) or "no answer"})
+    return rows
+
+
+def _rejected_and_kept(topic: str, part: int, evs: list[dict[str, Any]], stops: dict[str, list[float]],
+                       last: float) -> list[dict[str, Any]]:
+    """Rows from the controller's rejections, for logs where no leader states its proposals."""
+    rows: list[dict[str, Any]] = []
+    covered = -1.0
+    for i, a in enumerate(evs):
+        if a["event"] != "alter_partition" or a.get("role") == "proxy" or a.get("accepted") \
+                or str(a.get("error")) not in KEEPS_PENDING or float(a["t"]) < covered:
+            continue
+        leader, start = a.get("leader"), float(a["t"])
+        end, how = last, "still pending when the records end"
+        for later in evs[i + 1:]:
+            if later["event"] in ("isr_changed", "leader_elected"):
+                end, how = float(later["t"]), f"newer metadata ({later['event']})"
+                break
+            if later["event"] == "alter_partition" and later.get("role") != "proxy" and later.get("accepted") \
+                    and later.get("leader") == leader:
+                end, how = float(later["t"]), "answered or replaced"
+                break
+        hosts = {str(e.get("host")) for e in evs if e["event"] == "leader_isr" and e.get("broker") == leader}
+        for t in sorted(t for h in hosts for t in stops.get(h, [])):
+            if start <= t < end:
+                end, how = t, "the leader's process stopped"
+                break
+        covered = end
+        if end - start <= STUCK_AFTER_S:
+            continue
+        view = next((e for e in reversed(evs[:i]) if e["event"] == "leader_isr" and e.get("broker") == leader), {})
+        answers = [x for x in evs if x["event"] == "alter_partition" and x.get("role") != "proxy"
+                   and x.get("leader") == leader and start <= float(x["t"]) <= end]
+        said: dict[str, int] = {}
+        for x in answers:
+            key = ("accepted" if x.get("accepted") else str(x.get("error") or "rejected")) + \
+                  f" (new_isr {_ids(x.get('new_isr'))})"
+            said[key] = said.get(key, 0) + 1
+        rows.append({"topic": topic, "partition": part, "leader": leader,
+                     "leader_epoch": a["leader_epoch"] if a.get("leader_epoch") is not None else view.get("leader_epoch"),
+                     "isr": _ids(view.get("isr")),
+                     "proposed_isr": _ids(a.get("new_isr")), "from_t": start, "to_t": end,
+                     "seconds": round(end - start, 3), "ended_by": how,
+                     "answers": "; ".join(f"{k} x{n}" for k, n in said.items())})
     return rows
