@@ -434,6 +434,9 @@ class Assembler:
         elif k == "log_dir":
             self.unclean_dirs[(o["node"], o["dir"].rstrip("/"))] = not o["clean"]
             self.shutdown_clean[o["node"]] = o["clean"]     # (several log dirs: the last one's word)
+            # LogManager.loadLogs: the dir loaded with recovery or, with a clean-shutdown file, without
+            # (kraftsim's log_dir_loaded; checkers/effects.py log_not_recovered, KAFKA-15375)
+            self._emit(o, "log_dir_loaded", log_dir=o["dir"].rstrip("/") or "/", clean_shutdown=o["clean"])
         elif k == "recovering":
             self.recovering.setdefault((o["node"], o["topic"], o["partition"]), o["segment"])
         elif k == "corruption":

@@ -29,7 +29,7 @@ KAFKA_RUN = FIXTURES / "kafka-logs" / "kip903-off"
 #: controller writes a partition change, Kafka's replicas log it as they apply it
 _WHERE = {"wall", "node", "role", "host", "source", "line", "candidates"}
 #: events Kafka's logs give that this (older) kraftsim run did not write
-_EXTRA = {"controller_activated", "became_leader", "leader_isr"}
+_EXTRA = {"controller_activated", "became_leader", "leader_isr", "log_dir_loaded"}
 
 
 def _unpack_kraftsim(dest: Path, name: str = "kip903-off") -> Path:

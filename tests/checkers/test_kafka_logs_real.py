@@ -31,7 +31,8 @@ SOURCES = sorted(p.parent.name for p in CORPUS.glob("*/expected.json"))
 COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rejected", "repeated_rejections",
             "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
             "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
-            "clean_reelection_after_fence", "strimzi_layout", "truncation_below_high_watermark", "empty_isr_rejected"}
+            "clean_reelection_after_fence", "strimzi_layout", "truncation_below_high_watermark", "empty_isr_rejected",
+            "clean_load_after_failed_start_up"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 
