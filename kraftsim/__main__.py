@@ -50,7 +50,7 @@ def _serve(role: str, config_path: str) -> int:
             from kraftsim.broker.server import BrokerServer
             node = BrokerServer(cfg, events)
         await node.run(stop)
-        return 0
+        return int(getattr(node, "exit_code", 0))
 
     try:
         return asyncio.run(main())

@@ -186,6 +186,10 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     # default in both timing profiles
     "metadata.max.idle.interval.ms": (_int(0), 500),
     "broker.heartbeat.interval.ms": (_int(10), 500),
+    # KRaftConfigs INITIAL_BROKER_REGISTRATION_TIMEOUT_MS (3.4 KafkaConfig
+    # InitialBrokerRegistrationTimeoutMs), Kafka's 60000 in both timing profiles: a broker whose
+    # first registration is not accepted in time fails its start-up (server.py startup_failed)
+    "initial.broker.registration.timeout.ms": (_int(1), 60000),
     "broker.self.fence.timeout.ms": (_int(100), None),
     # docs/seeds.md#seed-002 (an unadopted draft): brokers fence themselves without controller contact. Kafka's
     # BrokerLifecycleManager never does, so this is off unless a campaign explores the draft.

@@ -40,6 +40,10 @@ class BrokerLifecycleManager:
         self.kick = asyncio.Event()
         self.self_fenced = False
         self.last_hb_ok = time.monotonic()
+        #: BrokerLifecycleManager.start schedules RegistrationTimeoutEvent this far ahead: the
+        #: first registration of the process must be accepted by then, or start-up fails
+        self.registration_deadline = time.monotonic() + int(cfg["initial.broker.registration.timeout.ms"]) / 1000
+        self.registered_once = False
 
     def set_ready_to_unfence(self) -> None:
         """BrokerLifecycleManager.setReadyToUnfence: the next heartbeat goes at once."""
@@ -49,6 +53,10 @@ class BrokerLifecycleManager:
         b = self.b
         cls = load_request_schema(62, 4)
         while not b.stopping:
+            if not self.registered_once and time.monotonic() >= self.registration_deadline:
+                # RegistrationTimeoutEvent: "if (!initialRegistrationSucceeded)" - the start-up fails
+                b.startup_failed("Shutting down because we were unable to register with the controller quorum.")
+                return
             req = build(cls, {"broker_id": b.node_id, "cluster_id": b.cfg["cluster.id"],
                               "incarnation_id": self.incarnation,
                               "listeners": [{"name": "PLAINTEXT", "host": b.adv_host, "port": b.adv_port,
@@ -66,6 +74,7 @@ class BrokerLifecycleManager:
             if resp.error_code is ErrorCode.none:
                 self.broker_epoch = int(resp.broker_epoch)
                 self.last_hb_ok = time.monotonic()
+                self.registered_once = True
                 return
             if resp.error_code is ErrorCode.inconsistent_cluster_id:
                 b.ev.log(f"controller rejects cluster.id {b.cfg['cluster.id']!r}; retrying")
@@ -78,6 +87,8 @@ class BrokerLifecycleManager:
         b = self.b
         client = b.controller_client("lifecycle")
         await self.register(client)
+        if not self.registered_once:
+            return                    # the start-up failed (or the broker stops)
         cls = load_request_schema(63, 1)
         while not b.stopping:
             req = build(cls, {"broker_id": b.node_id, "broker_epoch": self.broker_epoch,
@@ -100,6 +111,9 @@ class BrokerLifecycleManager:
                         delay = 0.01
                     elif not resp.is_fenced and not self.serving.is_set():
                         self.serving.set()  # RECOVERY → RUNNING: initialUnfenceFuture
+                        # BrokerServer.startup waits for "the broker to be unfenced", then
+                        # maybeChangeStatus(STARTING, STARTED): from here a SIGTERM shuts down
+                        b.started = True
                     if self.self_fenced and not resp.is_fenced:
                         self.self_fenced = False
                         b.ev.log("controller contact restored; resuming replicas")

@@ -63,6 +63,12 @@ class BrokerServer:
                                epoch_checkpoint_sync_on_truncation=not cfg.features.epoch_checkpoint_truncation_unsynced)
         mdir = Path(cfg["metadata.log.dir"]) if cfg["metadata.log.dir"] else Path(cfg["log.dirs"][0]) / "kraftsim-metadata"
         self.stopping = False
+        #: BrokerServer's status STARTED: set once the broker was unfenced at start-up (or its
+        #: start-up failed); before it a SIGTERM shuts nothing down (see :meth:`run`)
+        self.started = False
+        #: the process's exit status: 1 after a failed start-up (Kafka.main exits 1)
+        self.exit_code = 0
+        self._stop: asyncio.Event | None = None
         #: Exit.halt (a test of the load may pass a recorder instead)
         self.on_fatal: Callable[[int], None] = halt
         self.wake = asyncio.Event()
@@ -133,6 +139,7 @@ class BrokerServer:
         metadata copy, then the socket server (gated until unfenced), then the channels and
         periodic tasks. The logs themselves load on the first metadata publish
         (:meth:`start_logs`), as Kafka's KRaft broker loads them in BrokerMetadataPublisher."""
+        self._stop = stop
         self.logs.read_clean_shutdown_markers()
         self.metadata.load()
         self.server = Server(BROKER_APIS, self.apis.handlers(), on_error=self.ev.log)
@@ -144,7 +151,46 @@ class BrokerServer:
             (self.assignments.run, "assignments_loop"),
             (self.rlm.run, "remote_loop"))]
         await stop.wait()
-        await self.shutdown()
+        if self.started:
+            await self.shutdown()
+        else:
+            self.abandon()
+
+    def startup_failed(self, why: str) -> None:
+        """BrokerServer.startup's catch (3.3-4.x): a start-up that fails - here the initial
+        registration not accepted within ``initial.broker.registration.timeout.ms``
+        (BrokerLifecycleManager.RegistrationTimeoutEvent shuts its event queue down, which
+        cancels initialCatchUpFuture, the future startup waits on) - sets the status STARTED,
+        logs "Fatal error during broker startup. Prepare to shutdown" and runs the whole
+        shutdown(), LogManager.shutdown and its clean-shutdown markers included (which dirs:
+        gate clean_shutdown_marker_needs_load, KAFKA-15375); Kafka.main then exits 1
+        (3.5.1 core/src/main/scala/kafka/server/BrokerServer.scala startup, BrokerLifecycleManager.scala)."""
+        if self.started or self.stopping:
+            return
+        self.ev.log(f"ERROR {why}")
+        self.ev.log("FATAL Fatal error during broker startup. Prepare to shutdown")
+        self.started = True
+        self.exit_code = 1
+        if self._stop is not None:
+            self._stop.set()
+
+    def abandon(self) -> None:
+        """A SIGTERM before the broker STARTED: BrokerServer.shutdown begins with
+        ``if (!maybeChangeStatus(STARTED, SHUTTING_DOWN)) return`` (3.3-4.x), so nothing is shut
+        down - no controlled shutdown, no flush, no checkpoint, no clean-shutdown marker - and
+        the JVM exits (KafkaRaftServer.shutdown only unregisters its app info). Kafka's real
+        3.5.1 broker, SIGTERMed while it could not register: "Terminating process due to signal
+        SIGTERM", "App info kafka.server for 1 unregistered", then its next start "Recovering 9
+        logs ... since no clean shutdown file was found" (docs/kraftsim.md, KAFKA-15375)."""
+        self.ev.log("SIGTERM before the broker started: BrokerServer.shutdown does nothing; exiting")
+        self.stopping = True
+        for t in self.tasks:
+            t.cancel()
+        self.fetcher_manager.shutdown()
+        if self.server:
+            self.server.close()
+        self.logs.close_unclean()
+        self.metadata.close()
 
     def start_logs(self) -> None:
         """LogManager.startup from BrokerMetadataPublisher's first publish (initializeManagers):
