@@ -38,6 +38,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from checker_scale import generate, parse_size  # noqa: E402
 
+from checkers import ingest  # noqa: E402
+
 SPARK_HOME = Path(pyspark.__file__).parent
 DAEMON = SPARK_HOME / "sbin" / "spark-daemon.sh"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -66,7 +68,8 @@ def wait_log(logs: Path, pattern: str, text: str, count: int, timeout: float) ->
 
 def check(run_dir: Path, master: str) -> dict:
     """A first check from scratch in a fresh driver process (its own JVM)."""
-    shutil.rmtree(run_dir / "history.parquet", ignore_errors=True)
+    for d in (ingest.DATASET, ingest.OLD_DATASET):   # a baseline checker may write the old one
+        shutil.rmtree(run_dir / d, ignore_errors=True)
     code = ("import json, sys, time\n"
             f"sys.path.insert(0, {str(REPO)!r})\n"
             "from checkers.job import check_run\n"

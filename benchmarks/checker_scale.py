@@ -53,6 +53,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from checkers import ingest  # noqa: E402
+
 PARTITIONS = 8
 PRODUCERS = 4
 LOST_EVERY = 1_000_003     # inject one lost write roughly every million messages (at least one)
@@ -179,7 +181,8 @@ def _figures(v: dict, seconds: float) -> dict:
 def check_scratch(run_dir: Path, master: str | None) -> dict:
     """``faultline check RUN`` on a run never followed: from the call, Spark not yet started."""
     from checkers.job import check_run
-    shutil.rmtree(run_dir / "history.parquet", ignore_errors=True)
+    for d in (ingest.DATASET, ingest.OLD_DATASET):   # a baseline checker may write the old one
+        shutil.rmtree(run_dir / d, ignore_errors=True)
     t0 = time.time()
     v = check_run(run_dir, spark_master=master)
     return _figures(v, time.time() - t0)
@@ -216,7 +219,8 @@ def check_followed(run_dir: Path, records: int, rate: float | None, master: str 
 
 def check_old(run_dir: Path, tree: Path, master: str | None) -> dict:
     """The first check by the checker exported from ``--baseline`` (its check_run, cold)."""
-    shutil.rmtree(run_dir / "history.parquet", ignore_errors=True)
+    for d in (ingest.DATASET, ingest.OLD_DATASET):   # a baseline checker may write the old one
+        shutil.rmtree(run_dir / d, ignore_errors=True)
     code = ("import json, resource, sys, time\n"
             "from checkers.job import check_run\n"
             "t0 = time.time(); v = check_run(sys.argv[1], spark_master=sys.argv[2] or None); dt = time.time() - t0\n"

@@ -4,26 +4,26 @@ Why: the history is written as JSON Lines because that is append-only and surviv
 (docs/history-format.md), but JSON is the slowest thing a checker can read. Measured on this
 2-core box, Spark's JSON reader parses about 200k history records/s; pyarrow's C++ JSON reader
 parses about 1.3M/s, and the partition kernel reads Parquet columns far faster still. So
-``history/*.jsonl`` becomes ``history.parquet/``, and because the files only ever grow, the
+``history/*.jsonl`` becomes ``history.arrow/``, and because the files only ever grow, the
 conversion is done in *rounds*, each converting what was appended since the last one: during
 the run (checkers/follow.py runs rounds in the background, whole flushed lines only), so that
 after the run only the tail is left, and at the check (the final round: everything, a torn
 last line dropped and counted). A run never followed (an old run, ``faultline check``) is
 converted from scratch by that same final round.
 
-What a round covered is recorded in a manifest, ``history.parquet/_faultline_manifest.json``,
+What a round covered is recorded in a manifest, ``history.arrow/_faultline_manifest.json``,
 written atomically (temporary file, rename) after the round's files: per history file the byte
 offset converted up to (plus a CRC of the 4 KiB before it, so a file rewritten rather than
 appended to is noticed and converted from scratch). Part files are named by the history file
 and the byte offset where their lines start; one whose start is not below the recorded offset
 of its file was written by a round that did not finish (the harness died in it) and is never
 trusted: the next round deletes it and converts those bytes again. A flock on
-``RUN/.history.parquet.lock`` keeps two converters of one run from interleaving rounds.
+``RUN/.history.arrow.lock`` keeps two converters of one run from interleaving rounds.
 
 The files are cut into splits of at most :data:`SPLIT_BYTES` (a split owns the lines that
 *start* inside it, as Hadoop's line reader does), so memory per converter is bounded by the
-split, not the history. Each split is written as one Parquet file per topic-partition it holds,
-``history.parquet/tp/<quoted topic>@<partition>/part-<quoted history file>@<offset>.parquet``,
+split, not the history. Each split is written as one Arrow IPC file per topic-partition it holds,
+``history.arrow/tp/<quoted topic>@<partition>/part-<quoted history file>@<offset>.arrow``,
 rows in line order (rows with no topic or partition go to ``tp/unpartitioned/``): the partition
 kernel (checkers/kernel.py) then reads each partition's files directly, with no shuffle, in
 (history file, offset) order - file order, then line order, however the rounds cut them, so a
@@ -66,22 +66,32 @@ from urllib.parse import quote, unquote
 
 from workloads import history as H
 
+# why Arrow IPC files and not Parquet: the kernel reads each partition's files whole, and an
+# uncompressed IPC file is memory-mapped, not decoded - Parquet's decode was a third of the
+# partition kernel's time (0.25 of 0.72 s per million records, one core), and its snappy and
+# dictionary encoding cost the conversion more than writing IPC does (low-cardinality columns
+# stay dictionary-encoded in IPC too). The price is disk: about 5x Parquet's size, under half
+# the JSON Lines history it is derived from.
 #: bytes per conversion split: bounds converter memory (about 3x this) independently of history size
 SPLIT_BYTES = 32 * 1024 * 1024
-#: columns with few distinct values, dictionary-encoded in the Parquet files; the others
-#: (values, times, offsets) are nearly unique, and trying a dictionary for them took a 64 MB
-#: split's write from 0.07 s to 0.12 s for nothing
-DICTIONARY_COLUMNS = ["process", "type", "f", "topic", "error"]
+#: columns with few distinct values, dictionary-encoded in the part files and read so by the
+#: kernel (checkers/partition.py codes them); the others (values, times, offsets) are nearly
+#: unique, and ``error``, null on almost every record, stays a plain string column
+DICTIONARY_COLUMNS = ["process", "type", "f", "topic"]
 #: the converted dataset and its manifest, inside the run directory
-DATASET = "history.parquet"
+DATASET = "history.arrow"
+#: the dataset's name before FORMAT 4 (Parquet part files): derived, removed when found
+OLD_DATASET = "history.parquet"
 MANIFEST = "_faultline_manifest.json"
 #: bump when the conversion changes, so old datasets are rebuilt (2: files by topic-partition;
-#: 3: part files named by history file and offset, converted in rounds)
-FORMAT = 3
+#: 3: part files named by history file and offset, converted in rounds; 4: Arrow IPC files)
+FORMAT = 4
 #: the run directory's lock file: one converter of a run at a time
-LOCK = ".history.parquet.lock"
+LOCK = ".history.arrow.lock"
 #: the file a dataset without any record holds, so readers always find one
-EMPTY_PART = "part-empty.parquet"
+EMPTY_PART = "part-empty.arrow"
+#: a part file's suffix
+PART_SUFFIX = ".arrow"
 #: bytes before a recorded offset whose CRC is kept: a file rewritten, not appended to, is noticed
 TAIL_CHECK_BYTES = 4096
 #: the per-partition directories, inside the dataset
@@ -98,6 +108,31 @@ def arrow_schema():  # -> pyarrow.Schema (imported lazily: the harness imports t
     return pa.schema([pa.field(n, pa.type_for_alias(_ARROW_TYPES[t])) for n, t in H.FIELDS.items()])
 
 
+def part_schema():  # -> pyarrow.Schema: the part files' (low-cardinality strings dictionary-encoded)
+    import pyarrow as pa
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in DICTIONARY_COLUMNS else f
+                      for f in arrow_schema()])
+
+
+def write_part(table, path: str | os.PathLike[str]) -> None:
+    """Write ``table`` (of :func:`arrow_schema`) as one part file at ``path`` (not atomically:
+    callers write a temporary name and rename)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    schema = part_schema()
+    cols = [pc.dictionary_encode(table[f.name]) if pa.types.is_dictionary(f.type) else table[f.name] for f in schema]
+    out = pa.Table.from_arrays(cols, schema=schema)
+    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        w.write_table(out)
+
+
+def read_part(path: str | os.PathLike[str]):  # -> pyarrow.Table of :func:`part_schema`
+    """One part file, memory-mapped (its columns are views of the page cache, not copies)."""
+    import pyarrow as pa
+    with pa.memory_map(os.fspath(path), "r") as src:
+        return pa.ipc.open_file(src).read_all()
+
+
 @dataclass(frozen=True)
 class Split:
     """The lines of one history file that start in ``[start, end)``."""
@@ -107,7 +142,7 @@ class Split:
 
     @property
     def part(self) -> str:
-        """This split's part file name (without ``.parquet``) in every partition directory."""
+        """This split's part file name (without :data:`PART_SUFFIX`) in every partition directory."""
         return part_name(os.path.basename(self.path), self.start)
 
 
@@ -118,7 +153,7 @@ def part_name(history_file: str, start: int) -> str:
 
 def part_key(name: str) -> tuple[str, int] | None:
     """(history file, start offset) of a part file name; None for any other name."""
-    stem = name.removeprefix("part-").removesuffix(".parquet")
+    stem = name.removeprefix("part-").removesuffix(PART_SUFFIX)
     f, sep, start = stem.rpartition("@")
     if not sep or not start.isdigit() or not name.startswith("part-"):
         return None
@@ -146,7 +181,7 @@ def partition_files(dataset: str | os.PathLike[str]) -> list[PartitionFiles]:
     root = Path(dataset) / TP_DIR
     out: list[PartitionFiles] = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
-        parts = sorted(d.glob("part-*.parquet"), key=lambda f: part_key(f.name) or ("", -1))
+        parts = sorted(d.glob(f"part-*{PART_SUFFIX}"), key=lambda f: part_key(f.name) or ("", -1))
         files = tuple(str(f.resolve()) for f in parts)
         if not files:
             continue
@@ -282,12 +317,11 @@ def _parse(buf: bytes | memoryview, use_threads: bool = True):
 
 
 def convert_split(s: Split, out_dir: str, use_threads: bool = True) -> tuple[int, int, int]:
-    """Convert one split to ``out_dir/tp/<partition>/<s.part>.parquet`` (one file per
+    """Convert one split to ``out_dir/tp/<partition>/<s.part>.arrow`` (one file per
     topic-partition it holds, rows in line order); return (records, bad lines, torn lines)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     buf, torn = _read_split(s)
     if _NON_SPACE.search(buf) is None:
@@ -312,10 +346,8 @@ def convert_split(s: Split, out_dir: str, use_threads: bool = True) -> tuple[int
             os.makedirs(d, exist_ok=True)
             tmp = os.path.join(d, f".{s.part}.tmp")
             rows = table if (a == 0 and b == len(skey)) else table.take(pa.array(order[a:b]))
-            # no column statistics: nothing reads them (the kernel reads whole files), and they
-            # cost a quarter of the write
-            pq.write_table(rows, tmp, compression="snappy", use_dictionary=DICTIONARY_COLUMNS, write_statistics=False)
-            os.replace(tmp, os.path.join(d, f"{s.part}.parquet"))
+            write_part(rows, tmp)
+            os.replace(tmp, os.path.join(d, f"{s.part}{PART_SUFFIX}"))
     return table.num_rows, bad, torn
 
 
@@ -402,7 +434,7 @@ class Manifest:
 
 
 class _Locked:
-    """flock on ``RUN/.history.parquet.lock`` for one round (released when the process dies)."""
+    """flock on ``RUN/.history.arrow.lock`` for one round (released when the process dies)."""
 
     def __init__(self, run_dir: Path):
         self.path = run_dir / LOCK
@@ -428,7 +460,7 @@ def nice_this_thread(nice: int) -> None:
 
 
 class Converter:
-    """Keeps ``RUN/history.parquet`` up to date with ``RUN/history/*.jsonl``, a round at a time."""
+    """Keeps ``RUN/history.arrow`` up to date with ``RUN/history/*.jsonl``, a round at a time."""
 
     def __init__(self, run_dir: str | os.PathLike[str], split_bytes: int = SPLIT_BYTES):
         self.rd = Path(run_dir)
@@ -443,6 +475,8 @@ class Converter:
         man = Manifest.read(self.out / MANIFEST)
         if man is None or not man.still_prefix(files):
             shutil.rmtree(self.out, ignore_errors=True)
+            shutil.rmtree(self.rd / OLD_DATASET, ignore_errors=True)   # an older faultline's copy
+            (self.rd / f".{OLD_DATASET}.lock").unlink(missing_ok=True)
             (self.out / TP_DIR).mkdir(parents=True)
             self._cleaned = True
             return Manifest(), True
@@ -526,10 +560,9 @@ class Converter:
         """A dataset always has one file (readers need a schema): an empty one when no records."""
         p = self.out / TP_DIR / UNPARTITIONED / EMPTY_PART
         if want and not p.exists():
-            import pyarrow.parquet as pq
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_name(f".{EMPTY_PART}.tmp")
-            pq.write_table(arrow_schema().empty_table(), tmp)
+            write_part(arrow_schema().empty_table(), str(tmp))
             os.replace(tmp, p)
         elif not want and p.exists():
             p.unlink()
@@ -537,6 +570,6 @@ class Converter:
 
 def ingest(run_dir: str | os.PathLike[str], files: list[str],
            run_splits: Callable[[list[Split], str], list[tuple[int, int, int]]] | None = None) -> IngestResult:
-    """Make ``RUN/history.parquet`` complete: the final round (from scratch for a run no round
+    """Make ``RUN/history.arrow`` complete: the final round (from scratch for a run no round
     followed); ``run_splits`` converts splits elsewhere (Spark tasks)."""
     return Converter(run_dir).round(files, final=True, run_splits=run_splits)

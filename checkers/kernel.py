@@ -166,7 +166,8 @@ def group_tasks(pfs: list[PartitionFiles], tasks: int) -> list[list[PartitionFil
 
 def _warm_worker(_: Any) -> None:
     """Import what a partition task needs (numpy, pyarrow, every family) in this Python worker."""
-    import pyarrow.parquet  # noqa: F401  (the kernel's reader)
+    import pyarrow.ipc  # noqa: F401  (the kernel's reader)
+    import pyarrow.parquet  # noqa: F401  (its evidence writer)
 
 
 def warm_workers(spark) -> threading.Thread:

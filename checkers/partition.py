@@ -236,17 +236,17 @@ def _poll_ops(r: Reads) -> PollOps:
 
 
 def load(files: Sequence[str], topic: str | None, partition: int | None) -> Partition:
-    """Read one topic-partition's Parquet files (file order = line order) into columns."""
+    """Read one topic-partition's part files (file order = line order) into columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    # low-cardinality strings stay dictionary-encoded from the Parquet pages (no string copies)
-    tables = [pq.read_table(f, read_dictionary=["process", "type", "f", "topic"]) for f in files]
+    from checkers.ingest import part_schema, read_part
+
+    # memory-mapped; low-cardinality strings stay dictionary-encoded (no string copies)
+    tables = [read_part(f) for f in files]
     tb = pa.concat_tables(tables).unify_dictionaries() if tables else None
     if tb is None or tb.num_rows == 0:
-        from checkers.ingest import arrow_schema
-        tb = arrow_schema().empty_table()
+        tb = part_schema().empty_table()
     n = tb.num_rows
     fcode = _codes(tb["f"], [H.SEND, H.POLL, H.DRAIN, H.DRAIN_END], 9)
     tcode = _codes(tb["type"], [H.INVOKE, H.OK, H.INFO, H.FAIL], OTHER)

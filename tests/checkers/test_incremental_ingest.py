@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 
 from checkers import ingest
 from checkers.follow import HistoryFollower
@@ -130,7 +129,7 @@ def test_a_line_cut_by_its_writer_is_converted_once_whole(tmp_path):
     assert (final.records, final.bad_lines, final.torn_lines) == (scratch.records, scratch.bad_lines, scratch.torn_lines) == (30, 0, 1)
     assert final.resumed_bytes == len(text) - len(text.split(b"\n")[-1]) and final.bytes == len(text.split(b"\n")[-1])
     for pf_a, pf_b in zip(ingest.partition_files(final.dataset), ingest.partition_files(scratch.dataset), strict=True):
-        ops = [[op for x in pf.files for op in pq.read_table(x).column("op").to_pylist()] for pf in (pf_a, pf_b)]
+        ops = [[op for x in pf.files for op in ingest.read_part(x).column("op").to_pylist()] for pf in (pf_a, pf_b)]
         assert ops[0] == ops[1] and len(pf_a.files) > len(pf_b.files)
     again = ingest.ingest(rd, [str(f)])
     assert again.converted is False and again.records == 30      # complete: never converted twice
@@ -160,7 +159,7 @@ follower.round()
 def _stray(run: Path, man: ingest.Manifest) -> list[Path]:
     """Part files the manifest does not cover (start at or past their file's recorded offset)."""
     out = []
-    for p in (run / ingest.DATASET / ingest.TP_DIR).glob("*/part-*.parquet"):
+    for p in (run / ingest.DATASET / ingest.TP_DIR).glob(f"*/part-*{ingest.PART_SUFFIX}"):
         key = ingest.part_key(p.name)
         if key is not None and key[1] >= man.offsets.get(key[0], 0):
             out.append(p)
@@ -194,7 +193,7 @@ def test_a_converter_killed_mid_round_leaves_nothing_the_check_trusts(spark, tmp
     man = ingest.Manifest.read(run / ingest.DATASET / ingest.MANIFEST)
     assert man is not None and man.records > 0
     stray = _stray(run, man)
-    assert sum(pq.read_table(p).num_rows for p in stray) > 0
+    assert sum(ingest.read_part(p).num_rows for p in stray) > 0
     orphans = [p for p in stray if ingest.part_key(p.name)[1] > man.offsets[ingest.part_key(p.name)[0]]]
     assert orphans, [p.name for p in stray]
 

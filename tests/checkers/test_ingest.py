@@ -1,4 +1,4 @@
-"""JSON Lines -> history.parquet: every complete record exactly once, bad lines counted, once per run.
+"""JSON Lines -> history.arrow: every complete record exactly once, bad lines counted, once per run.
 
 No Spark here: the conversion is pyarrow (checkers/ingest.py); these are quick.
 """
@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
 
 from checkers import ingest
 
@@ -28,7 +27,7 @@ def _write(p: Path, lines: list[str], tail: str = "") -> Path:
 
 def _ops(dataset: Path) -> list[int]:
     files = [f for pf in ingest.partition_files(dataset) for f in pf.files]
-    return sorted(op for f in files for op in pq.read_table(f).column("op").to_pylist())
+    return sorted(op for f in files for op in ingest.read_part(f).column("op").to_pylist())
 
 
 def test_split_boundaries_lose_and_repeat_nothing(tmp_path):
@@ -101,7 +100,7 @@ def test_empty_history_gives_a_readable_empty_dataset(tmp_path):
     rd = tmp_path / "run"
     f = _write(rd / "history" / "producer-0.jsonl", [])
     res = ingest.ingest(rd, [str(f)])
-    assert res.records == 0 and sum(pq.read_table(f).num_rows for pf in ingest.partition_files(res.dataset)
+    assert res.records == 0 and sum(ingest.read_part(f).num_rows for pf in ingest.partition_files(res.dataset)
                                     for f in pf.files) == 0
 
 
@@ -118,14 +117,14 @@ def test_rows_land_in_their_topic_partition_in_line_order(tmp_path):
     res = ingest.ingest(rd, [str(f1), str(f2)])
     pfs = ingest.partition_files(res.dataset)
     assert pfs[0].topic is None and pfs[0].partition is None            # unpartitioned first
-    assert sorted(pq.read_table(pfs[0].files[0]).column("op").to_pylist()) == [1000, 1001, 1002, 1003, 1004, 2000]
+    assert sorted(ingest.read_part(pfs[0].files[0]).column("op").to_pylist()) == [1000, 1001, 1002, 1003, 1004, 2000]
     got = {(pf.topic, pf.partition): pf for pf in pfs[1:]}
     assert set(got) == {(t, p) for i, t in enumerate(topics) for p in (i % 2,)}
     for (topic, part), pf in got.items():
-        ops = [op for f in pf.files for op in pq.read_table(f).column("op").to_pylist()]
+        ops = [op for f in pf.files for op in ingest.read_part(f).column("op").to_pylist()]
         want = [i for i in range(400) if topics[i % 4] == topic]
         assert ops == want, topic                                      # every row, in line order
-        t = pq.read_table(pf.files[0])
+        t = ingest.read_part(pf.files[0])
         assert set(t.column("topic").to_pylist()) == {topic} and set(t.column("partition").to_pylist()) == {part}
 
 
@@ -137,4 +136,19 @@ def test_splits_of_one_partition_keep_file_order(tmp_path):
         ingest.convert_split(s, str(out))
     (pf,) = ingest.partition_files(out)
     assert len(pf.files) > 5
-    assert [op for fl in pf.files for op in pq.read_table(fl).column("op").to_pylist()] == list(range(300))
+    assert [op for fl in pf.files for op in ingest.read_part(fl).column("op").to_pylist()] == list(range(300))
+
+
+def test_an_older_faultlines_parquet_copy_is_replaced(tmp_path):
+    """A run converted by a faultline before Arrow IPC part files holds ``history.parquet/``:
+    derived data in a format nothing reads now. The first conversion removes it (and its lock
+    file) and builds ``history.arrow/`` from the history itself."""
+    rd = tmp_path / "run"
+    f = _write(rd / "history" / "producer-0.jsonl", [_rec(i) for i in range(20)])
+    old = rd / ingest.OLD_DATASET / "tp" / "t@0"
+    old.mkdir(parents=True)
+    (old / "part-producer-0.jsonl@0000000000000000.parquet").write_bytes(b"PAR1 not read")
+    (rd / f".{ingest.OLD_DATASET}.lock").write_text("")
+    res = ingest.ingest(rd, [str(f)])
+    assert res.dataset == rd / ingest.DATASET and _ops(res.dataset) == list(range(20))
+    assert not (rd / ingest.OLD_DATASET).exists() and not (rd / f".{ingest.OLD_DATASET}.lock").exists()
