@@ -56,6 +56,18 @@ def _ids(v: Any) -> str:
     return "[" + ",".join(str(x) for x in v) + "]" if isinstance(v, list) else "null"
 
 
+def _answers(evs: list[dict[str, Any]], leader: Any, start: float, end: float) -> dict[str, int]:
+    """The controller's answers to ``leader``'s AlterPartition in ``[start, end]``, counted by kind."""
+    said: dict[str, int] = {}
+    for a in evs:
+        if a["event"] == "alter_partition" and a.get("role") != "proxy" and a.get("leader") == leader \
+                and start <= float(a["t"]) <= end:
+            key = ("accepted" if a.get("accepted") else str(a.get("error") or "rejected")) + \
+                  f" (new_isr {_ids(a.get('new_isr'))})"
+            said[key] = said.get(key, 0) + 1
+    return said
+
+
 def stuck(events: list[dict[str, Any]], timeline: list[dict[str, Any]], end_t: float | None = None) -> list[dict[str, Any]]:
     """The ``isr_change_stuck`` rows (see module docstring); ``end_t`` closes open proposals."""
     last = end_t if end_t is not None else max((float(e["t"]) for e in events if e.get("t") is not None), default=0.0)
@@ -103,13 +115,7 @@ def stuck(events: list[dict[str, Any]], timeline: list[dict[str, Any]], end_t: f
             if end - start <= STUCK_AFTER_S:
                 continue
             leader = e.get("broker")
-            answers = [a for a in evs if a["event"] == "alter_partition" and a.get("role") != "proxy"
-                       and a.get("leader") == leader and start <= float(a["t"]) <= end]
-            said: dict[str, int] = {}
-            for a in answers:
-                key = ("accepted" if a.get("accepted") else str(a.get("error") or "rejected")) + \
-                      f" (new_isr {_ids(a.get('new_isr'))})"
-                said[key] = said.get(key, 0) + 1
+            said = _answers(evs, leader, start, end)
             rows.append({"topic": topic, "partition": part, "leader": leader, "leader_epoch": e.get("leader_epoch"),
                          "isr": _ids(e.get("isr")), "proposed_isr": _ids(e["proposed_isr"]), "from_t": start,
                          "to_t": end, "seconds": round(end - start, 3), "ended_by": how,
@@ -145,13 +151,7 @@ def _rejected_and_kept(topic: str, part: int, evs: list[dict[str, Any]], stops: 
         if end - start <= STUCK_AFTER_S:
             continue
         view = next((e for e in reversed(evs[:i]) if e["event"] == "leader_isr" and e.get("broker") == leader), {})
-        answers = [x for x in evs if x["event"] == "alter_partition" and x.get("role") != "proxy"
-                   and x.get("leader") == leader and start <= float(x["t"]) <= end]
-        said: dict[str, int] = {}
-        for x in answers:
-            key = ("accepted" if x.get("accepted") else str(x.get("error") or "rejected")) + \
-                  f" (new_isr {_ids(x.get('new_isr'))})"
-            said[key] = said.get(key, 0) + 1
+        said = _answers(evs, leader, start, end)
         rows.append({"topic": topic, "partition": part, "leader": leader,
                      "leader_epoch": a["leader_epoch"] if a.get("leader_epoch") is not None else view.get("leader_epoch"),
                      "isr": _ids(view.get("isr")),

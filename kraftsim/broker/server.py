@@ -183,14 +183,18 @@ class BrokerServer:
         SIGTERM", "App info kafka.server for 1 unregistered", then its next start "Recovering 9
         logs ... since no clean shutdown file was found" (docs/kraftsim.md, KAFKA-15375)."""
         self.ev.log("SIGTERM before the broker started: BrokerServer.shutdown does nothing; exiting")
+        self._stop_serving()
+        self.logs.close_unclean()
+        self.metadata.close()
+
+    def _stop_serving(self) -> None:
+        """Stop every task, the fetchers and the socket server (both ways of stopping)."""
         self.stopping = True
         for t in self.tasks:
             t.cancel()
         self.fetcher_manager.shutdown()
         if self.server:
             self.server.close()
-        self.logs.close_unclean()
-        self.metadata.close()
 
     def start_logs(self) -> None:
         """LogManager.startup from BrokerMetadataPublisher's first publish (initializeManagers):
@@ -239,12 +243,7 @@ class BrokerServer:
     async def shutdown(self) -> None:
         """Clean shutdown: controlled shutdown, then flush, checkpoints and the clean marker."""
         await self.lifecycle.controlled_shutdown()
-        self.stopping = True
-        for t in self.tasks:
-            t.cancel()
-        self.fetcher_manager.shutdown()
-        if self.server:
-            self.server.close()
+        self._stop_serving()
         self.replica_manager.fail_all_waiters(ErrorCode.not_leader_or_follower)
         self.logs.shutdown(self.lifecycle.broker_epoch, self.replica_manager.hwm_snapshot())
         self.metadata.close()
