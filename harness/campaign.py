@@ -35,7 +35,11 @@ TARGET_KEYS = ("inventory", "settings", "controllers", "embedded")
 #: inventory's kind - kraftsim, or real Apache Kafka of a release (``apache-kafka:4.1.0``; without a
 #: release, the campaign's kafka.version or the release of its metadata.version)
 EMBEDDED_RE = re.compile(r"^(kraftsim|apache-kafka)(?::(\d+\.\d+\.\d+))?$")
-TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs")
+TOPIC_KEYS = ("name", "partitions", "replication_factor", "min_insync_replicas", "configs", "placement")
+#: who places the topic's replicas: the controller (Kafka's StripedReplicaPlacer picks a random
+#: start, so real Kafka places differently run to run and differently from kraftsim), or the
+#: harness from the run's seed (the same assignment on every target: harness/placement.py)
+PLACEMENTS = ("controller", "seeded")
 WORKLOAD_KEYS = ("producers", "consumers", "rate", "duration", "idempotence", "drain_timeout",
                  "recovery_timeout", "value_bytes", "request_timeout", "message_timeout", "epochless_readers",
                  "reader_fetch_wait_ms")
@@ -49,6 +53,7 @@ class TopicSpec:
     min_insync_replicas: int = 2
     #: further topic configs, Kafka's names (e.g. remote.storage.enable, local.retention.ms)
     configs: dict[str, str] = field(default_factory=dict)
+    placement: str = "controller"      # PLACEMENTS
 
 
 @dataclass
@@ -218,6 +223,7 @@ def load_campaign(file: str | os.PathLike[str], *, overrides: list[str] | None =
         partitions=c.integer(t.get("partitions", d.partitions), "topic.partitions", min=1, max=1000),
         replication_factor=c.integer(t.get("replication_factor", d.replication_factor), "topic.replication_factor", min=1),
         min_insync_replicas=c.integer(t.get("min_insync_replicas", d.min_insync_replicas), "topic.min_insync_replicas", min=1),
+        placement=c.string(t.get("placement", d.placement), "topic.placement", choices=PLACEMENTS),
     )
     tconf = c.mapping(t.get("configs"), "topic.configs")
     for k, v in tconf.items():

@@ -34,6 +34,7 @@ from harness.cluster import Cluster, InfraError
 from harness.heal import OwnedLedger, heal_all, heal_process, owner
 from harness.inventory import load_inventory
 from harness.latest import point_latest
+from harness.placement import seeded_assignment
 from groundwork.ledger import Ledger, new_id
 from groundwork.timeline import Timeline
 from nemeses.base import REGISTRY, NemesisContext
@@ -150,11 +151,24 @@ def create_topic(bootstrap: str, camp: Campaign, timeout: float = 30.0, security
 
     t = camp.topic
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security.librdkafka()})
-    nt = NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor,
-                  config={**t.configs, "min.insync.replicas": str(t.min_insync_replicas)})
+    config = {**t.configs, "min.insync.replicas": str(t.min_insync_replicas)}
+    nt = NewTopic(t.name, num_partitions=t.partitions, replication_factor=t.replication_factor, config=config)
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
+        if t.placement == "seeded" and nt.replica_assignment is None:
+            try:   # every broker of the cluster, as the controller would place over them
+                ids = sorted(admin.list_topics(timeout=10).brokers)
+            except Exception as e:  # noqa: BLE001 - not up yet: try again
+                last = f"{type(e).__name__}: {e}"
+                time.sleep(0.5)
+                continue
+            if len(ids) < t.replication_factor:
+                last = f"{len(ids)} broker(s) registered, replication factor {t.replication_factor}"
+                time.sleep(0.5)
+                continue
+            nt = NewTopic(t.name, replica_assignment=seeded_assignment(ids, t.partitions, t.replication_factor, camp.seed),
+                          config=config)
         fut = admin.create_topics([nt], operation_timeout=10, request_timeout=15)[t.name]
         try:
             fut.result(timeout=20)
