@@ -167,7 +167,9 @@ def create_topic(bootstrap: str, camp: Campaign, timeout: float = 30.0, security
                 last = f"{len(ids)} broker(s) registered, replication factor {t.replication_factor}"
                 time.sleep(0.5)
                 continue
-            nt = NewTopic(t.name, replica_assignment=seeded_assignment(ids, t.partitions, t.replication_factor, camp.seed),
+            # (this client wants the partition count beside an assignment, never the replication factor)
+            nt = NewTopic(t.name, num_partitions=t.partitions,
+                          replica_assignment=seeded_assignment(ids, t.partitions, t.replication_factor, camp.seed),
                           config=config)
         fut = admin.create_topics([nt], operation_timeout=10, request_timeout=15)[t.name]
         try:

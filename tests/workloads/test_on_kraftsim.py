@@ -288,3 +288,27 @@ def test_observer_sees_leader_change_after_sigkill_while_clients_keep_recording(
 def _leader_ok(state: dict, p: int) -> bool:
     rec = state.get(p)
     return bool(rec) and rec["error"] is None and rec["leader"] is not None
+
+
+def test_a_seeded_placement_is_the_topics_assignment_on_a_real_controller(cluster):
+    """topic.placement: seeded - the harness creates the topic with the assignment drawn from
+    the run's seed (CreateTopics with a manual assignment), and the controller keeps it: each
+    partition's replicas in that order, the first its leader (harness/placement.py)."""
+    from confluent_kafka.admin import AdminClient
+
+    from harness.campaign import load_campaign
+    from harness.placement import seeded_assignment
+    from harness.runner import create_topic
+
+    camp = load_campaign(REPO / "campaigns" / "chaos-vulnerable.yaml", seed=3,
+                         overrides=["topic.name=placed", "topic.partitions=6"])
+    create_topic(cluster.bootstrap, camp)
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("placed", timeout=10)
+    parts = md.topics["placed"].partitions
+    want = seeded_assignment(sorted(md.brokers), 6, 2, 3)
+    assert [list(parts[p].replicas) for p in range(6)] == want
+    deadline = time.monotonic() + 10
+    while [parts[p].leader for p in range(6)] != [r[0] for r in want] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        parts = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("placed", timeout=10).topics["placed"].partitions
+    assert [parts[p].leader for p in range(6)] == [r[0] for r in want]
