@@ -1,9 +1,9 @@
-"""Histories in JSON Lines -> one Parquet dataset per run, converted while they grow.
+"""Histories in JSON Lines -> one Arrow IPC dataset per run, converted while they grow.
 
 Why: the history is written as JSON Lines because that is append-only and survives a SIGKILL
 (docs/history-format.md), but JSON is the slowest thing a checker can read. Measured on this
 2-core box, Spark's JSON reader parses about 200k history records/s; pyarrow's C++ JSON reader
-parses about 1.3M/s, and the partition kernel reads Parquet columns far faster still. So
+parses about 1.3M/s, and the partition kernel reads memory-mapped Arrow columns far faster still. So
 ``history/*.jsonl`` becomes ``history.arrow/``, and because the files only ever grow, the
 conversion is done in *rounds*, each converting what was appended since the last one: during
 the run (checkers/follow.py runs rounds in the background, whole flushed lines only), so that
@@ -550,7 +550,7 @@ class Converter:
         if run_splits is not None:
             return run_splits(splits, out)
         # one split per thread, each parsed single-threaded: the parse, the split by partition
-        # and the Parquet writing all run in parallel (pyarrow releases the GIL)
+        # and the part files' writing all run in parallel (pyarrow releases the GIL)
         from concurrent.futures import ThreadPoolExecutor
         n = min(len(splits), max(1, threads or os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=n, initializer=nice_this_thread, initargs=(nice,)) as pool:

@@ -6,7 +6,7 @@ on 2 cores, with the history shuffled to bring each partition together. But ever
 its questions of one topic-partition (docs/anomalies.md), and the ingest already writes the
 history by topic-partition (checkers/ingest.py), so no shuffle is needed at all: Spark schedules
 one task per group of partitions, on local cores or on a cluster's workers, and each task loads
-its partitions' Parquet files and runs the families (declared once, each run check-safe:
+its partitions' part files (memory-mapped) and runs the families (declared once, each run check-safe:
 :mod:`checkers.families`) on integer-coded columns (:mod:`checkers.partition`). Only counts,
 small evidence, per-partition statistics and the throughput partials come back to the driver;
 large evidence is written as Parquet by the task.

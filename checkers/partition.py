@@ -3,7 +3,7 @@
 Why columns per partition: every anomaly family asks its questions of one topic-partition
 (docs/anomalies.md), and Spark's row engine spent about 1 us per row per derived frame on them
 (71k records/s at 10M records on 2 cores). Here a partition's records are loaded once from its
-Parquet files (checkers/ingest.py writes them by topic-partition) and every string the families
+Arrow IPC part files (checkers/ingest.py writes them by topic-partition) and every string the families
 compare - values and process names - becomes a dense integer code, so the families are sorts,
 prefix scans and array lookups in numpy. Value codes are *order-preserving* (the dictionary is
 sorted), so "order by value" means what it meant in Spark SQL: byte order of the UTF-8 strings.

@@ -43,7 +43,6 @@ class BrokerLifecycleManager:
         #: BrokerLifecycleManager.start schedules RegistrationTimeoutEvent this far ahead: the
         #: first registration of the process must be accepted by then, or start-up fails
         self.registration_deadline = time.monotonic() + int(cfg["initial.broker.registration.timeout.ms"]) / 1000
-        self.registered_once = False
 
     def set_ready_to_unfence(self) -> None:
         """BrokerLifecycleManager.setReadyToUnfence: the next heartbeat goes at once."""
@@ -53,7 +52,7 @@ class BrokerLifecycleManager:
         b = self.b
         cls = load_request_schema(62, 4)
         while not b.stopping:
-            if not self.registered_once and time.monotonic() >= self.registration_deadline:
+            if self.broker_epoch < 0 and time.monotonic() >= self.registration_deadline:
                 # RegistrationTimeoutEvent: "if (!initialRegistrationSucceeded)" - the start-up fails
                 b.startup_failed("Shutting down because we were unable to register with the controller quorum.")
                 return
@@ -74,7 +73,6 @@ class BrokerLifecycleManager:
             if resp.error_code is ErrorCode.none:
                 self.broker_epoch = int(resp.broker_epoch)
                 self.last_hb_ok = time.monotonic()
-                self.registered_once = True
                 return
             if resp.error_code is ErrorCode.inconsistent_cluster_id:
                 b.ev.log(f"controller rejects cluster.id {b.cfg['cluster.id']!r}; retrying")
@@ -87,8 +85,8 @@ class BrokerLifecycleManager:
         b = self.b
         client = b.controller_client("lifecycle")
         await self.register(client)
-        if not self.registered_once:
-            return                    # the start-up failed (or the broker stops)
+        if self.broker_epoch < 0:
+            return                    # never registered: the start-up failed (or the broker stops)
         cls = load_request_schema(63, 1)
         while not b.stopping:
             req = build(cls, {"broker_id": b.node_id, "broker_epoch": self.broker_epoch,

@@ -21,7 +21,6 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_same_seed_and_brokers_give_the_same_assignment_and_seeds_differ():
     a = seeded_assignment([3, 1, 2], 6, 2, seed=7)
     assert a == seeded_assignment([1, 2, 3], 6, 2, seed=7)           # broker order given does not matter
-    assert {tuple(seeded_assignment([1, 2, 3, 4, 5], 4, 3, s)[0]) for s in range(20)} != {tuple(a[0])}
     assert len({str(seeded_assignment([1, 2, 3, 4, 5], 4, 3, s)) for s in range(20)}) > 5
 
 
