@@ -23,7 +23,8 @@ Selectors: a host name, ``leader-of:P``, ``follower-of:P``, ``random-broker``,
 ``controller``, ``all-brokers``, ``@NAME`` (the broker(s) a ``select``/``start ... as``
 named); with a controller quorum ``active-controller`` (the KRaft leader, from the controllers'
 ``controller_elected`` / ``controller_resigned`` events), ``controller-follower`` and
-``controllers-majority`` (every other controller).
+``controllers-majority`` (every other controller); ``unnamed-controller`` (a controller no earlier
+``select`` named: the third of three once two have roles).
 
 This module only reads a campaign's ``nemesis:`` section into :class:`Schedule` (a bad step is
 one :class:`~groundwork.config.ConfigError` line: file: path: want); nothing here touches a host.
@@ -49,8 +50,8 @@ SCHEDULES = ("targeted", "random", "none")
 NEMESIS_KEYS = ("schedule", "steps", "random", "settings", "min_applied")
 RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params", "concurrency")
 SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker",
-                    "active-controller", "controller-follower", "controllers-majority")
-CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers-majority")
+                    "active-controller", "controller-follower", "controllers-majority", "unnamed-controller")
+CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers-majority", "unnamed-controller")
 PARTITION_SELECTORS = ("leader-of", "follower-of", "replica-of")
 PARTITION_CONDITIONS = ("isr-contains", "isr-excludes", "elr-contains", "elr-excludes", "leader-is", "leader-not")
 NODE_CONDITIONS = ("restarted", "running", "stopped")

@@ -61,6 +61,7 @@ class ScheduleRunner:
         #: the faults applied now; ``on_fault`` hears a one-line summary whenever that changes
         self.faults = ActiveFaults(ctx, on_change=on_fault)
         self.names: dict[str, list[str]] = {}           # @NAME -> host names
+        self.selected: set[str] = set()                 # hosts a ``select`` step named (unnamed-controller)
         self.started_wall = time.time()
 
     # -- time -----------------------------------------------------------------------------
@@ -160,10 +161,18 @@ class ScheduleRunner:
 
     def _resolve_controllers(self, selector: str) -> list[str]:
         """active-controller; controller-follower (a random other controller); controllers-majority
-        (every controller but the active one: the side that elects without it)."""
+        (every controller but the active one: the side that elects without it); unnamed-controller
+        (a random controller no ``select`` step named yet, leader or not: a schedule that gives
+        each of three controllers its own part names the last one so, whoever leads by then; a
+        fault's ``as`` does not count, it names a fault over several hosts)."""
         ctrl = sorted(n.name for n in self.ctx.nodes.values() if n.role == "controller")
         if not ctrl:
             raise ScheduleError(f"{selector}: the target has no controller host")
+        if selector == "unnamed-controller":
+            free = [n for n in ctrl if n not in self.selected]
+            if not free:
+                raise ScheduleError(f"{selector}: every controller ({', '.join(ctrl)}) is named already")
+            return [self.ctx.rng.choice(free)]
         active = self.active_controller()
         if active is None:
             raise ScheduleError(f"{selector}: no active controller now")
@@ -283,6 +292,7 @@ class ScheduleRunner:
         elif step.kind == "select":
             hosts = self.resolve_soon(step.arg)
             self.names[step.name] = hosts
+            self.selected.update(hosts)
             tl.event("note", text=f"select {step.arg} as {step.name}", hosts=hosts)
         elif step.kind == "start":
             targets = self._resolve_all(step.target, self.resolve_soon)

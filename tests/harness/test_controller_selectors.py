@@ -110,3 +110,15 @@ def test_real_kafka_activations_name_the_active_controller_and_the_condition_wai
     assert not r.condition({"active-controller-not": "@ctl"}, 0.0)   # nobody active: not yet
     view.events.append({"wall": 3.0, "node": 1002, "event": "controller_activated", "controller_epoch": 5})
     assert r.resolve("active-controller") == ["controller-3"] and r.condition({"active-controller-not": "@ctl"}, 0.0)
+
+
+def test_unnamed_controller_is_the_one_no_step_named_yet(tmp_path: Path) -> None:
+    """Three controllers, each with its own part: after two are selected, the third is the only
+    answer - whoever leads - and with all three selected the step fails instead of reusing one."""
+    r, _ = _runner(tmp_path, EventView())
+    assert r.resolve("unnamed-controller")[0] in ("controller-1", "controller-2", "controller-3")
+    r.selected.update(["controller-2", "controller-3"])
+    assert {r.resolve("unnamed-controller")[0] for _ in range(20)} == {"controller-1"}
+    r.selected.add("controller-1")
+    with pytest.raises(ScheduleError, match="named already"):
+        r.resolve("unnamed-controller")
