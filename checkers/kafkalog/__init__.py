@@ -101,7 +101,7 @@ def read_cluster_logs(cluster_logs: Path, hosts: list[Path] | None = None,
         for fi, records in per_file:
             stream = []
             for r in records:
-                got = statements.parse(r.message)
+                got = statements.parse(r.message, r.thrown)
                 if got is None:
                     st.other += 1
                     continue

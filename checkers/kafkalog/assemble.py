@@ -446,6 +446,10 @@ class Assembler:
         elif k == "controller_active":
             self.loading.discard(o["host"])
             self._emit(o, "controller_activated", controller_epoch=o["controller_epoch"])
+        elif k == "fatal_fault":
+            # kraftsim's fatal_fault (checkers/halts.py): ProcessTerminatingFaultHandler always halts
+            self._emit(o, "fatal_fault", component="raft" if "raft" in o["fault"] else None, fault=o["fault"],
+                       error=o["error"], halted=True)
         elif k == "controller_renounced":
             # QuorumMetaLogListener.handleLeaderChange names the new leader; handleEventException
             # names the failed event and the offset the controller reverts to instead

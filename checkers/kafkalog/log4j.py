@@ -63,6 +63,9 @@ class Record:
     logger: str
     file: str           # the file's name inside the host folder
     line: int           # 1-based line of the record's first line
+    #: the line after a formatted record that logged a Throwable: its toString, ``Class: message``
+    #: (ProcessTerminatingFaultHandler's "Encountered fatal fault: ..." says why only there)
+    thrown: str = ""
 
 
 def parse_zone(text: str | None) -> tzinfo:
@@ -133,11 +136,14 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
         m = _LOGGER_RE.match(cur[2][0])
         if m is None and len(cur[2]) > 1:
             m = _LOGGER_RE.match(text)
+        thrown = ""
         if m is None:
             stats.no_logger += 1
             msg, logger = cur[2][0], ""
         else:
             msg, logger = m.group(1), m.group(2)
+            if len(cur[2]) > 1 and _LOGGER_RE.match(cur[2][0]):
+                thrown = cur[2][1].strip()
         prev = out[-1] if out else None
         if prev is not None and (prev.wall, prev.level, prev.message, prev.logger) == (cur[0], cur[1], msg, logger):
             # One event, two lines: a logger given its own appender while the root logger's
@@ -148,7 +154,7 @@ def read_records(path: Path, zone: tzinfo, stats: ReadStats) -> list[Record]:
             # broker or epoch), so the second copy is the same record.
             stats.repeated += 1
             return
-        out.append(Record(cur[0], cur[1], msg, logger, path.name, cur[3]))
+        out.append(Record(cur[0], cur[1], msg, logger, path.name, cur[3], thrown))
 
     with open(path, "r", encoding="utf-8", errors="replace") as fh:
         for n, raw in enumerate(fh, 1):

@@ -260,6 +260,12 @@ _PROCESS_START = re.compile(r"^(?:Registered kafka:type=kafka\.Log4jController M
                             r"Starting SharedServer$)")
 # QuorumController.handleLeaderChange for a standby (3.4+): it knows the active controller
 _STANDBY = re.compile(r"^In the new epoch (\d+), the leader is (\S+?)\.$")
+# ProcessTerminatingFaultHandler.handleFault (3.4.1+; server-common .../fault/): logged, then
+# Exit.halt - e.g. KafkaRaftClientDriver's "Unexpected error in raft IO thread" (RaftIoThread
+# before 3.7). The Throwable's toString follows on the next line ("Class: message"); the
+# non-fatal LoggingFaultHandler says "Encountered <type> fault", never "fatal".
+_FATAL = re.compile(r"^Encountered fatal fault: (.+)$", re.S)
+_THROWN = re.compile(r"^[\w.$]+(?:Exception|Error|Throwable)(?:: (.*))?$", re.S)
 
 #: message starts that should have matched a pattern above: a failure to parse is "not understood"
 WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial RegisterBrokerRecord",
@@ -272,7 +278,7 @@ WATCHED = ("Registered new broker", "Re-registered broker", "Replayed initial Re
            "Truncating partition", "Reset fetch offset", "Truncate fully", "Truncating to",
            "Recovering unflushed segment", "Corruption found in segment", "Completed load of Log",
            "Successfully registered broker", "In the new epoch", "Error while reading checkpoint file",
-           "Error while writing to checkpoint file", "Error while loading log dir")
+           "Error while writing to checkpoint file", "Error while loading log dir", "Encountered fatal fault")
 
 
 def _tp(text: str) -> dict[str, Any] | None:
@@ -322,11 +328,16 @@ _STARTS = WATCHED + ("Attempting recovery", "Skipping recovery", "Recovering ", 
                      "Truncating ", "Non-monotonic update of high watermark")
 
 
-def parse(message: str) -> Obs | None | bool:
-    """The observation a message makes; None: not one of ours; False: ours but unparsable."""
+def parse(message: str, thrown: str = "") -> Obs | None | bool:
+    """The observation a message makes (``thrown``: the record's Throwable line, if it logged
+    one); None: not one of ours; False: ours but unparsable."""
     prefix, msg = strip_prefix(message)
     if not msg.startswith(_STARTS) and RENOUNCE_MARK not in msg:
         return None
+    m = _FATAL.match(msg)
+    if m:
+        t = _THROWN.match(thrown)
+        return {"kind": "fatal_fault", "fault": m.group(1).strip(), "error": (t.group(1) or thrown) if t else thrown}
     m = _LOG_PREFIX.match(prefix) if prefix else None
     log_tp = _tp(m.group(1)) if m else None
     log_dir = m.group(2) if m else None

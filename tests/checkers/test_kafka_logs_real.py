@@ -32,7 +32,7 @@ COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rej
             "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
             "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
             "clean_reelection_after_fence", "strimzi_layout", "truncation_below_high_watermark", "empty_isr_rejected",
-            "clean_load_after_failed_start_up"}
+            "clean_load_after_failed_start_up", "raft_fatal_fault"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 
@@ -88,7 +88,7 @@ def read_source(name: str) -> tuple[list[dict], kafkalog.Stats, list[dict]]:
     for hd in kafkalog.host_dirs(d / "cluster-logs"):
         for f in kafkalog.log4j.log_files(hd):
             for r in kafkalog.log4j.read_records(f, kafkalog.log4j.parse_zone(None), kafkalog.log4j.ReadStats()):
-                got = statements.parse(r.message)
+                got = statements.parse(r.message, r.thrown)
                 if isinstance(got, dict):
                     obs.append({**got, "host": hd.name})
     return events, st, obs
