@@ -158,5 +158,12 @@ class MetadataLogFile:
         self.fh.close()
         self.fh = open(self.path, "w")
 
+    def truncate_to(self, offset: int) -> list[tuple[int, dict[str, Any]]]:
+        """Keep the records below ``offset`` (a replica told its log diverged); returns them."""
+        kept = [(o, r) for o, r in self.replay() if o < offset]
+        self.reset()
+        self.append(kept)
+        return kept
+
     def close(self) -> None:
         self.fh.close()

@@ -143,19 +143,30 @@ class MetadataQuorum:
 
     async def h_broker_fetch(self, header: Any, req: Any, peer: Peer) -> Any:
         """Committed records from ``fetch_offset``, long-polled up to ``max_wait``; the answer's
-        high watermark is the committed offset. Only the leader answers with data (observers
+        high watermark is the committed offset (an observer at or past it waits: the records it
+        holds beyond are in this leader's log, validated above, just not committed yet). Only the leader answers with data (observers
         fetch from the leader, KafkaRaftClient.validateLeaderOnlyRequest is skipped for them:
         they carry no leader epoch); others say NOT_LEADER_OR_FOLLOWER with the leader."""
         cls = load_response_schema(FETCH, req.__version__)
-        offset = 0
+        offset, last_epoch = 0, -1
         for t in req.topics:
             for p in t.partitions:
-                offset = int(p.fetch_offset)
+                offset, last_epoch = int(p.fetch_offset), int(p.last_fetched_epoch)
         s = self.raft.quorum.state
         if isinstance(s, Leader):
             # the broker is an observer of the quorum: DescribeQuorum lists it with its fetch
             # position (KafkaRaftClient.handleFetchRequest -> LeaderState.updateReplicaState)
             s.update_observer_state(int(req.replica_id), offset, int(time.time() * 1000))
+            # KafkaRaftClient.tryCompleteFetchRequest -> ReplicatedLog.validateOffsetAndEpoch, for an
+            # observer as for a voter: a copy that diverged from this leader's log is told where
+            # (the observer truncates there, or halts if that is below its high watermark)
+            valid, (div_off, div_epoch) = self.log.validate_offset_and_epoch(offset, max(last_epoch, 0))
+            if not valid:
+                part = {"partition_index": 0, "error_code": ErrorCode.none, "high_watermark": max(self.raft.applied, 0),
+                        "last_stable_offset": max(self.raft.applied, 0), "log_start_offset": 0, "records": None,
+                        "diverging_epoch": {"end_offset": div_off, "epoch": div_epoch},
+                        "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch}}
+                return build(cls, {"responses": [{"topic": TOPIC, "partitions": [part]}]})
         deadline = time.monotonic() + min(req.max_wait.total_seconds(), 5.0)
         while True:
             waiter = self.raft.progress
@@ -172,8 +183,6 @@ class MetadataQuorum:
                                 "current_leader": {"leader_id": self.leader_id, "leader_epoch": self.epoch}}
         if not active:
             part["error_code"] = ErrorCode.not_leader_or_follower
-        elif offset > hw:
-            part["error_code"] = ErrorCode.offset_out_of_range
         elif offset < hw:
             part["records"] = self._broker_batch(offset, hw)
         return build(cls, {"responses": [{"topic": TOPIC, "partitions": [part]}]})

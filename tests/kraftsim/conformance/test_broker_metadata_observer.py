@@ -1,0 +1,68 @@
+"""The broker's metadata channel is a raft observer: a diverging epoch below its high watermark halts it.
+
+Kafka (3.4.1 through 4.x): a broker fetches ``__cluster_metadata`` as an observer
+(KafkaRaftClient in a FollowerState); each Fetch carries the epoch of its last record, the leader
+answers a log that diverged from its own with a diverging epoch
+(ReplicatedLog.validateOffsetAndEpoch), and KafkaRaftClient.handleFetchResponse throws
+``KafkaException("The leader requested truncation to offset X, which is below the current high
+watermark Y")`` when that is below the observer's high watermark - on the raft IO thread a fatal
+fault: ``Encountered fatal fault: Unexpected error in raft IO thread``, Exit.halt(1). A broker
+started again has no high watermark until its first answer and truncates freely.
+
+What real Kafka 3.8.0 did under campaigns/controller-disk-wipe.yaml is the fixture
+(tests/checkers/kafka_logs_real/faultline-3.8.0-controller-disk-wipe-metadata-lost: the two
+brokers that had seen the lost records committed halted with that message; the restarted ones
+followed the rolled-back partition state and lost acknowledged writes). The kraftsim of before
+this case replayed its copy from offset 0 on the new leader's OFFSET_OUT_OF_RANGE: no broker
+halted and nothing was lost - this test failed there.
+
+The case runs the campaign's vulnerable side (3.8.0, a static quorum) on real kraftsim processes
+and checks the rule's three outcomes in the cluster's events. Whether the restarted brokers then
+lose acknowledged writes also depends on the restarted leader L registering with the new active
+controller before it fences the halted brokers (a race the campaign gives 9 s); the suite's pair
+judges that (campaigns/suites/kafka-bugs.yaml KIP-853), this case only the rule.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.harness.clirun import REPO, faultline, read_jsonl
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+
+def test_a_static_quorum_that_lost_committed_metadata_halts_the_brokers_that_saw_it(tmp_path: Path) -> None:
+    state, results = tmp_path / "state", tmp_path / "results"
+    r = faultline(["run", str(REPO / "campaigns" / "controller-disk-wipe.yaml"), "--seed", "7",
+                   "--set", "target.kafka.version=3.8.0", "--set", "target.metadata.version=3.8",
+                   "--set", "target.kraft.version=0", "--set", "expect=loss",
+                   "--no-check", "--results-dir", str(results), "--no-progress"], state, timeout=900)
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    rd = Path(lines[-1])
+
+    events = {h.name: read_jsonl(h / "events.jsonl") for h in (rd / "cluster-logs").iterdir()
+              if (h / "events.jsonl").exists()}
+    # the lagging voter S was elected with the empty voter's vote, its log short of the committed end
+    elected = [e for h, evs in events.items() if h.startswith("controller") for e in evs
+               if e["event"] == "controller_elected" and e["epoch"] > 1]
+    assert elected, "no controller was elected after the wipe"
+    # the brokers that had seen the lost records committed halted, naming the truncation
+    halted = sorted(h for h, evs in events.items() if h.startswith("broker")
+                    for e in evs if e["event"] == "fatal_fault" and e.get("halted")
+                    and "below the current high watermark" in e.get("error", ""))
+    assert len(halted) == 2, {h: [e for e in evs if e["event"] == "fatal_fault"] for h, evs in events.items()}
+    # the broker that was down (L) truncated its copy when it came back: no high watermark yet
+    survivors = [h for h in events if h.startswith("broker") and h not in halted]
+    assert any(e["event"] == "metadata_truncation" and e["from_offset"] > e["to_offset"]
+               for h in survivors for e in events[h]), survivors
+
+    # the voter that had led truncated committed records when it came back (its high watermark
+    # unknown after the restart): the quorum's own copy of them is gone
+    assert any(e["event"] == "metadata_truncation" and e["from_offset"] > e["to_offset"]
+               for h, evs in events.items() if h.startswith("controller") for e in evs), "no voter truncated"
+    run = json.loads((rd / "run.json").read_text())
+    assert run["expect"] == "loss"
