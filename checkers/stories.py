@@ -44,6 +44,7 @@ MECHANISMS: dict[str, str] = {
     "empty_replica_elected": "an empty or truncated replica elected leader",
     "truncated_to_lossy_leader": "followers truncated to a leader that lost its tail",
     "ack_below_min_isr": "acknowledged with fewer copies than min.insync.replicas",
+    "metadata_log_lost": "the KRaft quorum lost committed metadata: partition state went back to before the loss (KIP-853)",
     "page_cache_cut_uncertain": "uncertain (page-cache cut): lost only in offsets the cut removed although "
                                 "Kafka may have fsynced them",
     "unexplained": "no recorded fault or event explains the loss",
@@ -60,6 +61,10 @@ SLACK_S = 2.0
 MAX_SENTENCES = 8
 
 _SHORTENING_FAULTS = ("disk-wipe", "wipe")
+#: KafkaRaftClient.handleFetchResponse's KafkaException, logged by the fatal fault handler (real
+#: Kafka) or kraftsim's fatal_fault: a replica of __cluster_metadata told to cut records it had
+#: seen committed - the quorum elected a leader without them
+_METADATA_LOST = re.compile(r"requested truncation to offset (-?\d+), which is below the current high watermark\D*(-?\d+)")
 _CRASH_FAULTS = ("reboot", "kill", "restart", "power", "page-cache")
 
 
@@ -522,6 +527,21 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
         steps.append(_Step(a0, "note", f"In that window: {n_el} leader election{'s' if n_el != 1 else ''} of the "
                            f"partition, {len(pe)} events of it in all, faults {', '.join(seen) or 'none'}; "
                            f"the raw evidence is below.", None, 0))
+    # the metadata quorum forgot committed records before the loss: whatever election lost the
+    # writes ran on partition state rolled back to before them (a leader epoch, an ISR reissued)
+    md = next((e for e in w.events if e.get("event") == "fatal_fault" and e["t"] <= hi
+               and _METADATA_LOST.search(str(e.get("error") or ""))), None)
+    if md is not None:
+        m = _METADATA_LOST.search(str(md.get("error")))
+        assert m is not None
+        if primary != "unexplained":
+            mechs.insert(0, primary)
+        primary = "metadata_log_lost"
+        steps.append(_Step(md["t"], "fault", f"At {_t(md['t'])} {md.get('host') or 'a broker'} was told by the "
+                           f"metadata quorum's new leader to truncate __cluster_metadata to offset {m.group(1)}, below "
+                           f"its high watermark {m.group(2)} (KafkaRaftClient.handleFetchResponse; it halted): the "
+                           f"quorum had lost committed metadata, and the partition's leader and ISR went back to "
+                           f"an older state.", md, 0))
     # every lost offset lies where a page-cache cut of the broker that came back short removed
     # bytes Kafka may have fsynced: a real power loss may have kept them, so not shown to be Kafka's
     if l0 is not None and l1 is not None:

@@ -370,3 +370,22 @@ def test_events_stories_count_every_rejection_and_each_controller_failover(tmp_p
     assert cluster["counts"]["controller_failovers"] == 1 and cluster["counts"]["controller_renounces"] == 1
     assert any("controller 1 became the active controller (epoch 4): a controller failover" in x
                for x in cluster["sentences"]), cluster["sentences"]
+
+
+def test_metadata_quorum_loss_is_named_before_the_election_it_rolled_back(spark, tmp_path):
+    """A broker told to truncate __cluster_metadata below its high watermark (the fatal fault real
+    Kafka 3.8.0 logged, tests/checkers/kafka_logs_real/faultline-3.8.0-controller-disk-wipe-
+    metadata-lost) before the loss: the story's mechanism is metadata_log_lost, the truncation
+    the partition's own events show follows it. Without that event the same history is
+    truncated_to_lossy_leader (test_truncated_to_lossy_leader)."""
+    b = HistoryBuilder()
+    lossy_leader(b, "md")
+    b.event("broker-3", 3.5, "fatal_fault", role="broker", node=3, component="raft",
+            fault="Unexpected error in raft IO thread", halted=True,
+            error="The leader requested truncation to offset 58, which is below the current high watermark "
+                  "LogOffsetMetadata(offset=83, metadata=Optional.empty)")
+    v = check_run(b.write(tmp_path / "run", expect="loss", topic={"name": "md", "min_insync_replicas": 1}), spark=spark)
+    (s,) = v["stories"]
+    _shape(s)
+    assert s["mechanisms"][:2] == ["metadata_log_lost", "truncated_to_lossy_leader"], s["mechanisms"]
+    assert any("truncate __cluster_metadata to offset 58, below its high watermark 83" in x for x in s["sentences"])
