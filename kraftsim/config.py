@@ -107,6 +107,16 @@ def _timing(v: str) -> str:
     return s
 
 
+def _static_quorum(v: str) -> int:
+    """kraft.version: kraftsim's quorum is static (controller.quorum.voters, kraft.version 0)."""
+    if v.strip() == "0":
+        return 0
+    if v.strip() == "1":
+        raise ValueError("0 is wanted: kraftsim models the static quorum only; KIP-853's dynamic quorum "
+                         "(kraft.version 1, voters named by directory id) runs on --target apache-kafka")
+    raise ValueError("0 (a static quorum) is wanted")
+
+
 def _nonempty(v: str) -> str:
     if not v.strip():
         raise ValueError("a non-empty string is wanted")
@@ -217,6 +227,8 @@ KEYS: dict[str, tuple[Callable[[str], object], object]] = {
     "event.log": (_path, None),
     "pid.file": (_path, None),
     "cluster.id": (_nonempty, "kraftsim-cluster-0000000"),
+    # the quorum's kind (Kafka's feature kraft.version, chosen at format): kraftsim's is 0, static
+    "kraft.version": (_static_quorum, 0),
 }
 
 REQUIRED = {

@@ -10,7 +10,10 @@ pidfile, log, format}``, ``kafka_data_dirs``, ``kafka_metadata_log_dir``, ``kafk
 exactly like a lab - the code a real-Kafka test exercises is the code a lab run uses.
 
 The cluster: dedicated controllers (1 or 3, a static quorum: ``controller.quorum.voters``, each
-node formatted plainly with ``kafka-storage format -t ID -c FILE [-r metadata.version]``) and
+node formatted plainly with ``kafka-storage format -t ID -c FILE [-r metadata.version]``; with
+``kraft.version: 1`` KIP-853's dynamic quorum: ``controller.quorum.bootstrap.servers``, the first
+format ``--initial-controllers`` with a directory id per voter, a disk wipe's re-format
+``--no-initial-controllers``) and
 brokers; or, ``combined``, nodes that are both. Node names and ids are kraftsim's
 (``controller`` or ``controller-1..N`` with ids 1000.., ``broker-1..N`` with ids 1..N), so a
 campaign's selectors mean the same on both targets. Settings are sorted by
@@ -113,6 +116,7 @@ class EmbeddedApacheKafka:
         self.version = resolve_release(version, self.kafka)
         self.controller_version = self.kafka.controller_release or self.version
         self.cluster_id = self.kafka.cluster_id or random_uuid()
+        self._voter_dirs: dict[str, str] = {}   # KIP-853: each voter's metadata log dir id (initial_controllers)
         self.nodes = plan_nodes(brokers, controllers, combined)
         self.entry_id = new_id("p")
         self.bootstrap = ""
@@ -158,9 +162,23 @@ class EmbeddedApacheKafka:
     def voters(self) -> str:
         return ",".join(f"{n.node_id}@{n.address}:{CONTROLLER_PORT}" for n in self.nodes if n.is_controller)
 
+    @property
+    def dynamic_quorum(self) -> bool:
+        return self.kafka.kraft_version == "1"
+
+    def initial_controllers(self) -> str:
+        """``--initial-controllers``: every voter as id@host:port:directory-id (KIP-853). The ids are
+        drawn once per cluster; the format writes each into its node's metadata log dir."""
+        if not self._voter_dirs:
+            self._voter_dirs = {n.name: random_uuid() for n in self.nodes if n.is_controller}
+        return ",".join(f"{n.node_id}@{n.address}:{CONTROLLER_PORT}:{self._voter_dirs[n.name]}"
+                        for n in self.nodes if n.is_controller)
+
     def properties(self, n: NodePlan) -> dict[str, str]:
         """server.properties of one node: its identity and layout, then the campaign's settings."""
+        boot = ",".join(f"{c.address}:{CONTROLLER_PORT}" for c in self.nodes if c.is_controller)
         return node_properties(n.role, n.node_id, n.address, voters=self.voters(),
+                               bootstrap=boot if self.dynamic_quorum else None,
                                log_dirs=[str(self.data_dir(n) if n.is_broker else self.metadata_dir(n))],
                                metadata_log_dir=str(self.metadata_dir(n)) if n.role == "controller" else None,
                                brokers=sum(1 for x in self.nodes if x.is_broker), settings=self.kafka,
@@ -172,10 +190,16 @@ class EmbeddedApacheKafka:
         return jvm_command(self.java, n.role, rel.classpath, self.node_dir(n) / "logs", log4j_prop,
                            self.dir / f"{n.name}.properties", kafka_cds.java_options(rel, self.java))
 
-    def format_command(self, n: NodePlan) -> str:
+    def format_command(self, n: NodePlan, first: bool = False) -> str:
+        """The node's format; ``first``: the cluster's own first format (a dynamic quorum's voters
+        are named then), else a replaced disk's (the inventory's command: it joins as an observer)."""
         rel = self.release_of(n)
+        quorum: tuple[str, ...] = ()
+        if self.dynamic_quorum:
+            quorum = (("--initial-controllers", self.initial_controllers()) if first and n.is_controller
+                      else ("--no-initial-controllers",))
         return format_command(self.java, rel.classpath, self.cluster_id, self.dir / f"{n.name}.properties",
-                              self.kafka, kafka_cds.java_options(rel, self.java))
+                              self.kafka, kafka_cds.java_options(rel, self.java), quorum)
 
     # -- start ---------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> str:
@@ -226,7 +250,7 @@ class EmbeddedApacheKafka:
         # a SCRAM user goes into the bootstrap metadata of this first format only (its password on a
         # command line that is run, never stored: the inventory's re-format command has no --add-scram)
         scram = " ".join(shlex.quote(a) for a in self.security.format_args()) if self.security else ""
-        procs = {n.name: subprocess.Popen(f"{self.format_command(n)} {scram}".strip(), shell=True,
+        procs = {n.name: subprocess.Popen(f"{self.format_command(n, first=True)} {scram}".strip(), shell=True,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for n in self.nodes}
         for name, p in procs.items():
@@ -397,7 +421,8 @@ class EmbeddedApacheKafka:
 # -- what every real Kafka node needs, wherever it runs (this launcher, `faultline docker up`, a lab) --
 def node_properties(role: str, node_id: int, address: str, *, voters: str, log_dirs: list[str],
                     metadata_log_dir: str | None, brokers: int, settings: KafkaSettings,
-                    listener: str = "PLAINTEXT", secured: dict[str, str] | None = None) -> dict[str, str]:
+                    listener: str = "PLAINTEXT", secured: dict[str, str] | None = None,
+                    bootstrap: str | None = None) -> dict[str, str]:
     """server.properties of one KRaft node (``role``: broker | controller | combined): its
     identity, listeners on ``address`` (a broker's named ``listener``, with ``secured``'s TLS/SASL
     properties when it is not PLAINTEXT) and layout, the internal topics sized for ``brokers``,
@@ -406,8 +431,12 @@ def node_properties(role: str, node_id: int, address: str, *, voters: str, log_d
     roles = {"broker": "broker", "controller": "controller", "combined": "broker,controller"}[role]
     lst = listener
     p: dict[str, str] = {"process.roles": roles, "node.id": str(node_id),
-                         "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
+                         "controller.listener.names": "CONTROLLER",
                          "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{lst}:{lst}"}
+    if bootstrap:   # KIP-853: the voters are in the metadata log (VotersRecord), not the config
+        p["controller.quorum.bootstrap.servers"] = bootstrap
+    else:
+        p["controller.quorum.voters"] = voters
     listeners = []
     if is_broker:
         listeners.append(f"{lst}://{address}:{BROKER_PORT}")
@@ -443,7 +472,7 @@ def jvm_command(java: str, role: str, classpath: str, logs_dir: Path | str, log4
 
 
 def format_command(java: str, classpath: str, cluster_id: str, config: Path | str, settings: KafkaSettings,
-                   archive: tuple[str, ...] = ()) -> str:
+                   archive: tuple[str, ...] = (), quorum: tuple[str, ...] = ()) -> str:
     """``kafka-storage format`` as the release requires it for this node: the cluster's id, the
     campaign's metadata.version and features; ``--ignore-formatted`` so it formats only what a
     disk wipe emptied (the operator's command after a disk replacement)."""
@@ -453,6 +482,7 @@ def format_command(java: str, classpath: str, cluster_id: str, config: Path | st
         args += ["-r", settings.metadata_version]
     for k, v in settings.features.items():
         args += ["--feature", f"{k}={v}"]
+    args += quorum
     return " ".join(shlex.quote(a) for a in args)
 
 

@@ -8,7 +8,10 @@ Kafka's names (``metadata.version``, ``unclean.leader.election.enable``, ``min.i
   (the controllers', a rolling upgrade in progress);
 - the **format**: ``metadata.version`` is the release version ``kafka-storage format -r`` records
   in the bootstrap metadata, ``eligible.leader.replicas.version`` a ``--feature`` (4.0+), and
-  ``cluster.id`` the ``-t`` (a Kafka Uuid);
+  ``cluster.id`` the ``-t`` (a Kafka Uuid); ``kraft.version`` the quorum's kind: 0 a static quorum
+  (``controller.quorum.voters``), 1 KIP-853's dynamic quorum (3.9+: ``controller.quorum.bootstrap.
+  servers``, the controllers formatted with ``--initial-controllers`` naming each voter's directory
+  id, a replaced disk re-formatted with ``--no-initial-controllers``);
 - the **timing profile** (``timing``): ``fast`` is kraftsim's short timeouts (kraftsim/config.py
   KEYS) under Kafka's own keys, ``kafka-defaults`` leaves Kafka's defaults;
 - **server.properties**: every other key, given to every node (KafkaConfig is one class for both
@@ -67,7 +70,7 @@ OFF_ONLY: dict[str, tuple[str, str]] = {
 }
 #: keys that are not server.properties on real Kafka (taken above, or by the launcher)
 NOT_PROPERTIES = {"kafka.version", "controller.kafka.version", "metadata.version", "eligible.leader.replicas.version",
-                  "timing", "cluster.id"}
+                  "timing", "cluster.id", "kraft.version"}
 #: what the launcher writes itself; a campaign setting them would break the cluster's layout
 LAUNCHER_KEYS = {"node.id", "process.roles", "listeners", "advertised.listeners", "controller.quorum.voters",
                  "controller.quorum.bootstrap.servers", "controller.listener.names", "log.dirs", "log.dir",
@@ -84,6 +87,7 @@ class KafkaSettings:
     metadata_version: str | None = None     # format -r
     features: dict[str, str] = field(default_factory=dict)  # format --feature k=v
     cluster_id: str | None = None
+    kraft_version: str = "0"                # 0: static quorum; 1: KIP-853 dynamic quorum
     timing: str = "fast"
     properties: dict[str, str] = field(default_factory=dict)
     #: the keys the campaign gave, so a key Kafka says it does not know can be named (exit 2)
@@ -122,6 +126,10 @@ def sort(settings: dict[str, Any], where: str = "target.settings") -> KafkaSetti
             if v not in ("0", "1"):
                 raise ConfigError(None, path, f"0 or 1 is wanted, got {v!r}")
             out.features["eligible.leader.replicas.version"] = v
+        elif key == "kraft.version":
+            if v not in ("0", "1"):
+                raise ConfigError(None, path, f"0 (a static quorum) or 1 (KIP-853's dynamic quorum, 3.9+) is wanted, got {v!r}")
+            out.kraft_version = v
         elif key == "timing":
             if v not in TIMING:
                 raise ConfigError(None, path, f"one of {', '.join(TIMING)} is wanted, got {v!r}")

@@ -2,6 +2,8 @@
 campaign runs (targets/apache_kafka.resolve_release): what is refused is refused in one line."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from groundwork.config import ConfigError
@@ -88,3 +90,30 @@ def test_the_log4j_configs_faultline_writes_keep_every_logger_the_reader_needs_a
             if kind == "log4j1" else text.replace("      - name: state.change.logger\n        level: INFO",
                                                   "      - name: state.change.logger\n        level: WARN")
         assert quiet != text and too_quiet(levels(quiet, f.name)), kind
+
+
+def test_kraft_version_chooses_the_quorum_kind_and_nothing_else_passes():
+    """kraft.version is the format's choice of quorum (0 static, 1 KIP-853's dynamic one), never a
+    server.properties key; anything else is one line naming the key."""
+    assert sort({}).kraft_version == "0"
+    s = sort({"kraft.version": 1, "kafka.version": "3.9.0"})
+    assert s.kraft_version == "1" and "kraft.version" not in server_properties(s)
+    with pytest.raises(ConfigError, match=r"target\.settings\.kraft\.version: 0 \(a static quorum\) or 1"):
+        sort({"kraft.version": 2})
+
+
+def test_a_dynamic_quorum_names_its_voters_at_the_first_format_only(tmp_path):
+    """KIP-853: every voter once as id@host:port:directory-id (drawn once per cluster), the quorum
+    in controller.quorum.bootstrap.servers; the format passes what it is given, after --feature."""
+    from groundwork.ledger import Ledger
+    from targets.apache_kafka import EmbeddedApacheKafka, format_command, node_properties
+    ek = EmbeddedApacheKafka(tmp_path, version="3.9.0", brokers=1, controllers=3, settings={"kraft.version": 1},
+                             ledger=Ledger(tmp_path / "ledger.jsonl"))
+    voters = ek.initial_controllers().split(",")
+    assert ek.initial_controllers().split(",") == voters and ek.dynamic_quorum
+    assert len(voters) == 3 and all(re.fullmatch(r"100\d@[\w.]*:9093:[A-Za-z0-9_-]{22}", v) for v in voters), voters
+    cmd = format_command("java", "cp", "ID", "c.properties", ek.kafka, (), ("--no-initial-controllers",))
+    assert cmd.endswith("--ignore-formatted --no-initial-controllers"), cmd
+    props = node_properties("controller", 1000, "10.0.0.1", voters="1000@10.0.0.1:9093", log_dirs=["/d"],
+                            metadata_log_dir=None, brokers=1, settings=ek.kafka, bootstrap="10.0.0.1:9093")
+    assert props["controller.quorum.bootstrap.servers"] == "10.0.0.1:9093" and "controller.quorum.voters" not in props
