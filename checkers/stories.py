@@ -220,6 +220,13 @@ class _Step:
                 "event": _ref(self.row)}
 
 
+def _overrule(primary: str, mechs: list[str], cause: str) -> str:
+    """``cause`` explains the loss before the step found so far, which stays first of the others."""
+    if primary != "unexplained":
+        mechs.insert(0, primary)
+    return cause
+
+
 def _node_of(e: dict[str, Any]) -> int | None:
     """The broker an event is about: its ``broker`` field, else the node that wrote it."""
     b = as_int(e.get("broker"))
@@ -534,9 +541,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
     if md is not None:
         m = _METADATA_LOST.search(str(md.get("error")))
         assert m is not None
-        if primary != "unexplained":
-            mechs.insert(0, primary)
-        primary = "metadata_log_lost"
+        primary = _overrule(primary, mechs, "metadata_log_lost")
         steps.append(_Step(md["t"], "fault", f"At {_t(md['t'])} {md.get('host') or 'a broker'} was told by the "
                            f"metadata quorum's new leader to truncate __cluster_metadata to offset {m.group(1)}, below "
                            f"its high watermark {m.group(2)} (KafkaRaftClient.handleFetchResponse; it halted): the "
@@ -550,9 +555,7 @@ def _story(st: dict[str, Any], w: _World, run: dict[str, Any], min_isr: int | No
                and c["t"] <= hi and c["cut"][0] <= l0 and l1 < c["cut"][1] and (short is None or c["broker"] == short)]
         if unc:
             c = unc[-1]
-            if primary != "unexplained":
-                mechs.insert(0, primary)
-            primary = "page_cache_cut_uncertain"
+            primary = _overrule(primary, mechs, "page_cache_cut_uncertain")
             steps.append(_Step(c["t"], "fault", f"At {_t(c['t'])} the page-cache cut of {c['host']} removed offsets "
                                f"{c['cut'][0]}-{c['cut'][1] - 1} of {topic}@{part}, which Kafka may have fsynced "
                                f"({c['why'] or 'uncertain cut point'}): every lost write lies there, so a real power "
