@@ -8,7 +8,8 @@ metadata) and each channel's ControllerRequestThread, on NOT_CONTROLLER or a los
 forgets the active controller and sends the same request again once it knows a new one
 (NodeToControllerRequestThread.handleResponse / onControllerChange). The active controller is
 learned from the metadata quorum: the leader id in a Fetch answer, mapped to an address by
-``controller.quorum.voters``; without a hint the next voter is tried.
+``controller.quorum.voters``; only the metadata channel (the raft observer) tries the next voter
+without a hint - every other channel sends nothing until the observer knows a leader.
 
 ``QuorumClient`` has ``wire.Client``'s interface (``request``, ``close``, ``connected``), so a
 broker channel swaps one for the other; every channel keeps its own TCP connection bound to the
@@ -28,6 +29,8 @@ from kraftsim.raft.client import DESCRIBE_QUORUM
 from kraftsim.wire import Client
 
 RETRY_BACKOFF_S = 0.05
+#: NodeToControllerRequestThread's pollOnce(100) while no controller is known
+NO_CONTROLLER_BACKOFF_S = 0.1
 
 
 class ControllerLocator:
@@ -165,6 +168,15 @@ class QuorumClient:
         answer moves to the hinted leader (or the next controller) until the deadline."""
         deadline = time.monotonic() + timeout
         while True:
+            if not self.observer and self.locator.voters and len(self.locator.addresses) > 1 and self.locator.leader_id < 0:
+                # NodeToControllerRequestThread.doWork: with no active controller known from the
+                # raft client (RaftControllerNodeProvider), nothing is sent - "No controller
+                # provided, retrying after backoff" (pollOnce(100)); only the metadata channel,
+                # the raft observer, goes looking for the leader
+                if time.monotonic() >= deadline:
+                    raise asyncio.TimeoutError("no active controller known")
+                await asyncio.sleep(NO_CONTROLLER_BACKOFF_S)
+                continue
             c = self._client()
             address = (c.host, c.port)
             try:
