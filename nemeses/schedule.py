@@ -20,7 +20,8 @@ The language (documented with examples in docs/campaigns.md)::
     - note: "text for the timeline"
 
 Selectors: a host name, ``leader-of:P``, ``follower-of:P``, ``random-broker``,
-``controller``, ``all-brokers``, ``@NAME`` (the broker(s) a ``select``/``start ... as``
+``controller``, ``all-brokers``, ``stopped-brokers`` (every broker with no process now: the ones
+Kafka halted, for an operator's restart), ``@NAME`` (the broker(s) a ``select``/``start ... as``
 named); with a controller quorum ``active-controller`` (the KRaft leader, from the controllers'
 ``controller_elected`` / ``controller_resigned`` events), ``controller-follower`` and
 ``controllers-majority`` (every other controller); ``unnamed-controller`` (a controller no earlier
@@ -49,7 +50,7 @@ STEP_EXTRA = {"start": ("target", "as", "params", "duration", "on-failure"), "se
 SCHEDULES = ("targeted", "random", "none")
 NEMESIS_KEYS = ("schedule", "steps", "random", "settings", "min_applied")
 RANDOM_KEYS = ("faults", "interval", "duration", "targets", "seed", "start-after", "params", "concurrency")
-SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker",
+SIMPLE_SELECTORS = ("random-broker", "controller", "all-brokers", "any-broker", "stopped-brokers",
                     "active-controller", "controller-follower", "controllers-majority", "unnamed-controller")
 CONTROLLER_SELECTORS = ("active-controller", "controller-follower", "controllers-majority", "unnamed-controller")
 PARTITION_SELECTORS = ("leader-of", "follower-of", "replica-of")

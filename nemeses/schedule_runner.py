@@ -105,6 +105,10 @@ class ScheduleRunner:
             return [rng.choice(brokers)]
         if selector == "all-brokers":
             return brokers
+        if selector == "stopped-brokers":
+            # none down: nothing for the step to act on (a kill refuses no targets; a step that may
+            # find none says on-failure: continue)
+            return [b for b in brokers if not self.ctx.nodes[b].service_pids()]
         if selector in CONTROLLER_SELECTORS:
             return self._resolve_controllers(selector)
         if selector == "controller":

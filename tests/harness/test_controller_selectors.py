@@ -122,3 +122,23 @@ def test_unnamed_controller_is_the_one_no_step_named_yet(tmp_path: Path) -> None
     r.selected.add("controller-1")
     with pytest.raises(ScheduleError, match="named already"):
         r.resolve("unnamed-controller")
+
+
+def test_stopped_brokers_are_the_ones_with_no_process_now(tmp_path: Path) -> None:
+    """An operator's restart after Kafka halted some brokers: the selector names exactly the brokers
+    whose pidfile names no live process (a real process here for broker-2), none when all run."""
+    import subprocess
+    r, _ = _runner(tmp_path, EventView())
+    assert r.resolve("stopped-brokers") == ["broker-1", "broker-2", "broker-3"]   # nothing started yet
+    procs = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+    try:
+        for i, p in enumerate(procs, 1):
+            (tmp_path / f"b{i}.pid").write_text(f"{p.pid}\n")
+        assert r.resolve("stopped-brokers") == []
+        procs[1].kill()
+        procs[1].wait()
+        assert r.resolve("stopped-brokers") == ["broker-2"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
