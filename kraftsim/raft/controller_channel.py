@@ -191,15 +191,18 @@ class QuorumClient:
                 continue
             refused, leader, epoch = not_controller(resp)
             hinted = leader >= 0 and leader in self.locator.voters
-            if hinted:
-                self.locator.leader_hint(leader, epoch)
+            moved = self.locator.leader_hint(leader, epoch) if hinted else False
             if not refused:
                 return resp
             if not hinted:
                 self.locator.failed(address)  # no hint: ask the next controller
             if time.monotonic() + RETRY_BACKOFF_S >= deadline or len(self.locator.addresses) == 1:
                 return resp
-            await asyncio.sleep(RETRY_BACKOFF_S)
+            if not moved:
+                # a hint that names a new leader is followed at once, as KafkaRaftClient's
+                # transition to FollowerState sends its Fetch in the same poll: the raft leader
+                # answers an observer before its controller is active for anything else
+                await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def request_private(self, api_key: int, body: bytes, timeout: float = 10.0) -> bytes:
         """A kraftsim-private request (wire.PRIVATE_*), JSON answered; a non-active controller
