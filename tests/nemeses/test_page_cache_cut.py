@@ -234,9 +234,12 @@ def test_controller_metadata_log_is_in_reach_and_keeps_what_raft_flushed(tmp_pat
         nem.stop(rec)                                   # heal: the controller runs again
         assert node.service_pids()
         # the wipe finds the controller's config on its command line: wait until the restarted
-        # process has exec'd it (spawn returns the pid before the exec)
+        # process has exec'd it (spawn returns the pid before the exec; until then the shell's
+        # `sh -c "exec ... kafka.Kafka ..."` holds the name inside one argument, which
+        # hostinfo.running_config rightly does not take for the process)
         deadline = time.monotonic() + 10
-        while "kafka.Kafka" not in Path(f"/proc/{node.service_pids()[0]}/cmdline").read_bytes().decode(errors="replace"):
+        while "kafka.Kafka" not in Path(f"/proc/{node.service_pids()[0]}/cmdline").read_bytes().decode(
+                errors="replace").split("\0"):
             assert time.monotonic() < deadline, "the restarted controller never showed its command line"
             time.sleep(0.02)
         # disk-wipe on a controller empties its metadata log dir and keeps who it is
