@@ -108,7 +108,8 @@ class BrokerMetadataPublisher:
         if halts:
             self.b.ev.log(f"Encountered fatal fault: Unexpected error in raft IO thread: {error}")
             self.b.on_fatal(1)
-        self.b.ev.log(f"raft IO thread: Error due to {error}; the raft thread stopped, the process lives on")
+        else:
+            self.b.ev.log(f"raft IO thread: Error due to {error}; the raft thread stopped, the process lives on")
         self.dead = error
 
     def close(self) -> None:
