@@ -90,6 +90,9 @@ class Controller:
         self.records: list[dict[str, Any]] = []  # by offset; a LeaderChange control record shows as leader_change
         self.image = MetadataImage()
         self.last_hb: dict[int, float] = {}
+        #: QuorumController's MAYBE_FENCE_REPLICAS deferred event is scheduled: only a processed
+        #: heartbeat or registration schedules it (rescheduleMaybeFenceStaleBrokers)
+        self.fence_timer = False
         self.last_write = -1
         #: the records of the open write event (one raft batch), None outside one
         self._batch: list[dict[str, Any]] | None = None
@@ -126,6 +129,11 @@ class Controller:
         (ClusterControlManager.activate recreates the BrokerHeartbeatManager)."""
         now = time.monotonic()
         self.last_hb = {b: now for b in self.image.brokers}
+        # the new heartbeat manager's sessions run from now, but nothing checks them until a broker
+        # is heard from: QuorumController schedules its fence timer (rescheduleMaybeFenceStaleBrokers)
+        # only after processing a heartbeat or a registration (3.4.0 through 4.x), so the brokers
+        # a new controller never hears from stay unfenced until one of them contacts it
+        self.fence_timer = False
         self.ev.log(f"active controller in epoch {epoch} at offset {self.quorum.next_offset}")
 
     def renounce(self, epoch: int) -> None:
@@ -454,6 +462,7 @@ class Controller:
         self.append([{"type": "register_broker", "broker": bid, "broker_epoch": epoch, "incarnation_id": inc,
                       "host": host, "port": port, **({"log_dirs": log_dirs} if log_dirs else {})}])
         self.last_hb[bid] = now
+        self.fence_timer = True    # registerBroker -> rescheduleMaybeFenceStaleBrokers
         self.ev.emit("broker_registered", broker=bid, broker_epoch=epoch,
                      previous_broker_epoch=prev, clean_shutdown=clean)
         return build(cls, {"broker_epoch": epoch})
@@ -501,6 +510,7 @@ class Controller:
             return build(cls, {"error_code": ErrorCode.stale_broker_epoch, "is_fenced": True,
                                "should_shut_down": False})
         self.last_hb[bid] = time.monotonic()
+        self.fence_timer = True    # processBrokerHeartbeat -> rescheduleMaybeFenceStaleBrokers
         caught_up = int(req.current_metadata_offset) >= reg.broker_epoch
         should_shut_down = False
         if req.want_shut_down:
@@ -730,7 +740,10 @@ class Controller:
     def maybe_fence_stale_brokers(self) -> None:
         """QuorumController's maybeFenceStaleBroker events (ReplicationControlManager
         .maybeFenceOneStaleBroker): each broker without a heartbeat for the session timeout is fenced
-        in a write event of its own - its fence and the partition changes it causes, one batch."""
+        in a write event of its own - its fence and the partition changes it causes, one batch; the
+        events run only once a heartbeat or registration scheduled them (``fence_timer``)."""
+        if not self.fence_timer:
+            return
         now = time.monotonic()
         for bid, reg in list(self.image.brokers.items()):
             if not reg.fenced and now - self.last_hb.get(bid, now) > self.session_s:

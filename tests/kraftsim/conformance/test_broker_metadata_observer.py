@@ -16,10 +16,21 @@ followed the rolled-back partition state and lost acknowledged writes). The kraf
 this case replayed its copy from offset 0 on the new leader's OFFSET_OUT_OF_RANGE: no broker
 halted and nothing was lost - this test failed there.
 
-What follows - whether the restarted brokers lose acknowledged writes - also depends on the new
-controller fencing no broker before L's new incarnation reaches it, which Kafka guarantees
-(QuorumController.rescheduleMaybeFenceStaleBrokers runs only from a heartbeat or registration)
-and kraftsim does not model yet; this case checks the observer rule only.
+Two more rules decide what follows, both as real 3.8.0 logged them (S's controller.log: "Replayed
+RegisterBrokerRecord establishing a new incarnation of broker 1" at 29.681, then "Fencing broker 2
+because its session has timed out" at 29.682 - 4.2 s after "Becoming the active controller",
+with a 3 s session): a new active controller checks no session until a heartbeat or a
+registration schedules its fence timer (QuorumController.rescheduleMaybeFenceStaleBrokers, called
+by registerBroker and processBrokerHeartbeat only), and a broker's channels send nothing while
+their raft observer knows no leader (NodeToControllerRequestThread.doWork). So L's new
+incarnation, accepted once its old session ran out, is S's first contact: S then fences the
+halted brokers at once, partition 0 keeps L alone, and the restarted brokers truncate to it.
+kraftsim before: it fenced every silent broker at the session timeout, L included, and a halted
+broker's heartbeat channel reached S before its metadata channel halted - the leader moved off
+L and nothing was lost.
+
+The case runs the campaign's vulnerable side (3.8.0, a static quorum) on real kraftsim processes
+and checks it with the real Spark checker.
 """
 from __future__ import annotations
 
@@ -28,12 +39,13 @@ from pathlib import Path
 
 import pytest
 
+from checkers.job import check_run
 from tests.harness.clirun import REPO, faultline, read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
-def test_a_static_quorum_that_lost_committed_metadata_halts_the_brokers_that_saw_it(tmp_path: Path) -> None:
+def test_a_static_quorum_that_lost_committed_metadata_halts_its_brokers_and_loses_writes(spark, tmp_path: Path) -> None:
     state, results = tmp_path / "state", tmp_path / "results"
     r = faultline(["run", str(REPO / "campaigns" / "controller-disk-wipe.yaml"), "--seed", "7",   # 3.8.0, static
                    "--no-check", "--results-dir", str(results), "--no-progress"], state, timeout=900)
@@ -61,4 +73,13 @@ def test_a_static_quorum_that_lost_committed_metadata_halts_the_brokers_that_saw
     # unknown after the restart): the quorum's own copy of them is gone
     assert any(e["event"] == "metadata_truncation" and e["from_offset"] > e["to_offset"]
                for h, evs in events.items() if h.startswith("controller") for e in evs), "no voter truncated"
+    # S fenced no broker before L's new incarnation registered (its first contact)
+    ctl = [e for h, evs in events.items() if h.startswith("controller") for e in evs]
+    s_won = min(e["wall"] for e in elected)
+    reg = min(e["wall"] for e in ctl if e["event"] == "broker_registered" and e["wall"] > s_won)
+    assert not [e for e in ctl if e["event"] == "broker_fenced" and s_won < e["wall"] < reg], "S fenced a broker it never heard from"
+
+    v = check_run(rd, spark=spark)
+    assert v["counts"]["lost_write"] > 0 and v["as_expected"] is True, v["counts"]
+    assert {s["mechanism"] for s in v["stories"]} == {"metadata_log_lost"}, [s["mechanisms"] for s in v["stories"]]
     assert json.loads((rd / "run.json").read_text())["expect"] == "loss"
