@@ -1,8 +1,8 @@
 """`faultline shrink` end to end: a real random run that lost writes, shrunk, and the result rerun.
 
 The vulnerable target is one where a random mix loses acknowledged writes for a reason Kafka
-really has: ``unclean.leader.election.enable=true`` with RF 2 and min ISR 1. A killed or
-paused replica drops out of the ISR (Kafka's ``replica.lag.time.max.ms`` / broker session
+really has: ``unclean.leader.election.enable=true`` with RF 2 and min ISR 1. A killed
+replica drops out of the ISR (Kafka's ``replica.lag.time.max.ms`` / broker session
 timeout, here 1.5 s so faults can be 2 s long), the leader goes on acking alone (min ISR 1
 allows it), and when the leader dies next the controller elects the out-of-sync replica
 (KIP-704's unclean election, PartitionChangeBuilder.scala's ``electLeader`` falls back to it
@@ -12,6 +12,10 @@ mix surrounds them with others. Faults last 3 s (twice the timeouts) and follow 
 within 0.1 s, so a replica that was hit has not rejoined the ISR when the next fault hits
 the other one: whether the pair loses writes does not hang on a race, and neither does a
 replay (with a 0.5 s gap the restarted replica won the race in some replays and not others).
+Kills only: a paused replica resumes in place, fetches at once and can be back in the ISR within
+the 0.05 s before the next fault - with pauses in the mix, the replay of a lossy seed-8 schedule
+lost nothing in two fresh-clone CI runs; a killed replica needs a new process, its registration
+and a catch-up first, seconds rather than milliseconds.
 
 Short workloads and K=1 during tests (each replay is a real cluster run); the figures for a
 ~30-step run with the default K are benchmarks/shrink.py's.
@@ -41,7 +45,7 @@ CAMPAIGN = {
     "workload": {"producers": 1, "consumers": 0, "rate": 100, "duration": 24, "drain_timeout": 10,
                  "recovery_timeout": 15},
     "nemesis": {"schedule": "random",
-                "random": {"faults": ["kill", "pause"], "interval": 0.05, "duration": 3,
+                "random": {"faults": ["kill"], "interval": 0.05, "duration": 3,
                            "targets": "replica-of:0", "start-after": 2}},
     "expect": "loss",
 }
