@@ -391,6 +391,12 @@ class Assembler:
             self._partition(o, created=True)
         elif k == "partition_state":
             self._partition(o)
+            if o.get("observed") == "leader":
+                # Partition.makeLeader with the same leader epoch ("Skipped the become-leader state
+                # change ... since it is already the leader"): updateAssignmentAndIsr ran first, so
+                # the leader now acts on this committed ISR - the way an AlterPartition answer
+                # reaches it when the metadata update wins the race with the response
+                self._leader_isr(o, o["node"], o.get("leader_epoch"), o.get("partition_epoch"), o.get("isr"))
         elif k == "became_leader":
             self._became_leader(o)
         elif k == "became_follower":
