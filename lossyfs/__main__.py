@@ -105,11 +105,34 @@ def cmd_mount(a: argparse.Namespace) -> int:
     with os.fdopen(r) as pipe:
         line = pipe.readline().strip()
     if line != "ok":
-        os.waitpid(pid, os.WNOHANG)
-        raise Failed(f"lossyfs mount: {line[6:] if line.startswith('error ') else 'the daemon exited'} "
-                     f"(log: {log_path})")
+        why = line[6:] if line.startswith("error ") else f"the daemon exited ({_exit_status(pid)}; {_last_line(log_path)})"
+        raise Failed(f"lossyfs mount: {why} (log: {log_path})")
     print(pid)
     return 0
+
+
+def _exit_status(pid: int) -> str:
+    """How the daemon ended, for the one line a failed mount prints: a daemon that says nothing
+    before it exits was either killed (by whom is the question) or saw its mount go away before it
+    answered (somebody unmounted it)."""
+    deadline = time.monotonic() + 5
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            return f"killed by signal {sig}" if sig is not None else f"exit {os.WEXITSTATUS(status)}"
+        if time.monotonic() > deadline:
+            return "still running"
+        time.sleep(0.05)
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = [ln for ln in f.read()[-4096:].decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return f"its log ends: {lines[-1].strip()}" if lines else "its log is empty"
 
 
 def cmd_crash(a: argparse.Namespace) -> int:

@@ -128,6 +128,9 @@ class Daemon:
                     self.remounting = False
                     self.dur.thaw()
                     continue
+                # a mount taken away (unmounted by someone else) before it first answered: the
+                # waiting parent hears why instead of a silent exit (a no-op once it was told ok)
+                on_ready(self.error or f"{self.mountpoint} was unmounted before it first answered")
                 return 0
         finally:
             server.close()
