@@ -22,6 +22,13 @@ and every ``metadata_refresh_s`` (librdkafka's ``topic.metadata.refresh.interval
 minutes), and on OFFSET_OUT_OF_RANGE resets to the earliest offset (``auto.offset.reset =
 earliest``, as the workload's consumer). Each record read is a ``poll`` ``ok`` history record;
 partition errors are ``poll`` ``info`` records with the error name.
+
+Its wire trace goes to ``<process>.client.log`` beside the history, as librdkafka's lines do for
+the other clients: every change of the leaders it learned, every connection error (after which
+it asks for metadata again), and every fetch answer that moved a partition - the broker, the
+high watermark answered, the offsets read and the round trip. Why: whether a reader met a
+replica's short-lived high watermark is decided by which answer it got from which broker, and
+the history alone (records read, not answers) cannot say why a read did not happen.
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from workloads import history as h
-from workloads._worker import ERRORS, READ, Control, ReaderBacked, Worker
+from workloads._worker import ERRORS, READ, Control, ReaderBacked, Worker, client_logger
 from workloads.kafka_wire import KafkaConnection, WireError, parse_bootstrap
 from workloads.security import PLAINTEXT, ClientSecurity
 from workloads.producer import partition_list
@@ -75,6 +82,9 @@ class _State:
         self.spec, self.control = spec, control
         self.lock = threading.Lock()
         self.writer = h.JsonlWriter(spec.history_path)
+        self.log = client_logger(spec.process, str(Path(spec.history_path).with_suffix(".client.log")))
+        #: (broker, partition) -> the high watermark last answered: the trace logs only changes
+        self.answered: dict[tuple[int, int], int] = {}
         self.position = {p: 0 for p in spec.partitions}
         self.leader: dict[int, int] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
@@ -105,12 +115,17 @@ def _metadata(state: _State) -> None:
             conn.close()
         with state.lock:
             state.brokers.update({int(b.node_id): (str(b.host), int(b.port)) for b in resp.brokers})
+            before = dict(state.leader)
             for t in resp.topics:
                 if str(t.name) != spec.topic:
                     continue
                 for p in t.partitions:
                     if p.error_code is ErrorCode.none and int(p.leader_id) >= 0:
                         state.leader[int(p.partition_index)] = int(p.leader_id)
+            moved = {p: b for p, b in sorted(state.leader.items()) if before.get(p) != b}
+            if moved:
+                state.log.info("t=%.3f metadata from %s:%d: leader now %s", spec.now(), host, port,
+                               " ".join(f"{p}->{b}" for p, b in moved.items()))
             state.refresh_wanted = False
             state.refreshed_at = time.monotonic()
         return
@@ -141,6 +156,17 @@ def _records(data: bytes) -> list[tuple[int, bytes | None]]:
     return out
 
 
+def _trace_answer(state: _State, broker: int, part: int, offset: int, hwm: int,
+                  got: list[tuple[int, bytes | None]], sent: float) -> None:
+    """One line for an answer that read records or moved the partition's high watermark on that broker."""
+    if not got and state.answered.get((broker, part)) == hwm:
+        return
+    state.answered[(broker, part)] = hwm
+    read = f"read {got[0][0]}..{got[-1][0]}" if got else "read nothing"
+    state.log.info("t=%.3f fetch broker=%d partition=%d offset=%d high_watermark=%d %s (%.0f ms)",
+                   state.spec.now(), broker, part, offset, hwm, read, (time.monotonic() - sent) * 1000)
+
+
 def _broker_loop(state: _State, broker: int) -> None:
     """librdkafka's broker thread: one Fetch at a time for the partitions led by ``broker``."""
     spec, control = state.spec, state.control
@@ -165,9 +191,12 @@ def _broker_loop(state: _State, broker: int) -> None:
                                FetchPartition(partition=i32(p), current_leader_epoch=i32(-1),
                                               fetch_offset=i64(positions[p]), log_start_offset=i64(-1),
                                               partition_max_bytes=i32(PARTITION_MAX_BYTES)) for p in parts)),))
+        sent = time.monotonic()
         try:
             resp = conn.request(req, FetchResponse)
-        except WireError:
+        except WireError as e:
+            state.log.info("t=%.3f fetch to broker %d (%s:%d) failed: %s; asking for metadata again",
+                           spec.now(), broker, conn.host, conn.port, e)
             with state.lock:
                 state.refresh_wanted = True
             time.sleep(0.1)
@@ -197,6 +226,7 @@ def _broker_loop(state: _State, broker: int) -> None:
                         state.refresh_wanted = True
                     continue
                 got = [(o, v) for o, v in _records(bytes(pd.records or b"")) if o >= positions[part]]
+                _trace_answer(state, broker, part, positions[part], int(pd.high_watermark), got, sent)
                 for off, value in got:
                     state.record(type=h.OK, partition=part, offset=off,
                                  value=None if value is None else value.decode("utf-8", "replace"))

@@ -12,6 +12,7 @@ The leader-kill test runs last: it leaves one broker dead.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -205,6 +206,12 @@ def test_epochless_reader_reads_every_acked_write_at_its_offset(cluster, tmp_pat
     recs = list(read_jsonl(tmp_path / "reader-0.jsonl"))
     assert all(r["f"] == "poll" and r["process"] == "reader-0" for r in recs)
     assert {(r["partition"], r["offset"]): r["value"] for r in recs if r["type"] == "ok"} == acked
+    # its wire trace beside the history: the leaders learned, and an answer line for every offset read
+    trace = (tmp_path / "reader-0.client.log").read_text()
+    assert re.search(r"metadata from \S+: leader now 0->\d 1->\d 2->\d", trace), trace[:500]
+    traced = {(int(p), o) for p, a, b in re.findall(r"partition=(\d+) offset=\d+ high_watermark=\d+ read (\d+)\.\.(\d+)", trace)
+              for o in range(int(a), int(b) + 1)}
+    assert traced == set(acked)
 
 
 def test_producer_history_readable_after_sigkill(cluster, tmp_path, to_stop):
