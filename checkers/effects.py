@@ -19,6 +19,15 @@ requires it on the vulnerable side and forbids it on the fixed one (``require_an
   records that high watermark in its truncation event; from Kafka's logs it is the "from" of
   UnifiedLog's "Non-monotonic update of high watermark" warning as truncateTo lowers it to the
   cut (checkers/kafkalog/assemble.py), or ReplicaFetcherThread's "below high watermark" warning.
+- ``hwm_regression``: a ``truncation`` that cut a replica below its own high watermark - records
+  it had shown as committed were removed - unless an unclean election of that partition came
+  before it (``unclean.leader.election.enable`` permits exactly that). It is the state
+  ``uncommitted_read`` needs, told by the broker itself, whether or not a reader met it: on real
+  Kafka 3.4.0 a reader's fetch of such a tail often never arrives - the broker's network thread
+  finds the file cut under the response it is sending (FileRecords.writeTo: "Size of FileRecords
+  ... has been truncated during write") and closes the connection. On a clean election it is a
+  removal of committed records (a loss when they were acknowledged: the lost-writes families
+  count those).
 - ``log_not_recovered``: a broker loaded a log dir as cleanly shut down (no recovery) although
   a page-cache-loss cut had hit that dir since the broker last loaded it: the clean-shutdown
   marker was written by a process that never loaded the logs (KAFKA-15375). The load is the
@@ -39,6 +48,7 @@ from checkers.values import as_int, num, page_cache_cuts
 
 #: the anomaly names (evidence.SCHEMAS holds their columns)
 UNCOMMITTED_READ, LOG_NOT_RECOVERED, LOG_DIR_OFFLINE = "uncommitted_read", "log_not_recovered", "log_dir_offline"
+HWM_REGRESSION = "hwm_regression"
 
 
 
@@ -46,10 +56,19 @@ def _ref(row: dict[str, Any]) -> dict[str, Any]:
     return {"source": row.get("source"), "line": row.get("line")}
 
 
+def _below_hwm(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The truncations that cut a replica below the high watermark it had then."""
+    return [e for e in events if e.get("event") == "truncation" and as_int(e.get("high_watermark")) is not None
+            and as_int(e.get("to_offset")) is not None and as_int(e["high_watermark"]) > as_int(e["to_offset"])]
+
+
+def _broker(e: dict[str, Any]) -> int | None:
+    return as_int(e.get("broker")) if as_int(e.get("broker")) is not None else as_int(e.get("node"))
+
+
 def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per inconsistent offset that a truncation below a replica's HWM explains."""
-    cuts = [e for e in events if e.get("event") == "truncation" and as_int(e.get("high_watermark")) is not None
-            and as_int(e.get("to_offset")) is not None and as_int(e["high_watermark"]) > as_int(e["to_offset"])]
+    cuts = _below_hwm(events)
     out = []
     for row in inconsistent:
         off, topic, part = as_int(row.get("offset")), row.get("topic"), as_int(row.get("partition"))
@@ -60,7 +79,7 @@ def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str,
                 continue
             lo, hwm = as_int(e["to_offset"]), as_int(e["high_watermark"])
             if lo <= off < hwm:
-                broker = as_int(e.get("broker")) if as_int(e.get("broker")) is not None else as_int(e.get("node"))
+                broker = _broker(e)
                 out.append({"topic": topic, "partition": part, "offset": off, "broker": broker,
                             "t": num(e.get("t")), "to_offset": lo, "high_watermark": hwm,
                             "values": row.get("values"), "observed_by": row.get("observed_by"),
@@ -70,6 +89,32 @@ def uncommitted_reads(inconsistent: list[dict[str, Any]], events: list[dict[str,
                                     f"at that offset: {row.get('values')}",
                             **_ref(e)})
                 break
+    return out
+
+
+def hwm_regressions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per truncation below the replica's own high watermark that no earlier unclean
+    election of its partition permits (an unclean election may remove committed records: KIP-704's
+    setting says so, and the loss stories name it)."""
+    unclean: dict[tuple[Any, int | None], float] = {}
+    for e in events:
+        t = num(e.get("t"))
+        if e.get("event") == "leader_elected" and e.get("reason") == "unclean" and t is not None:
+            key = (e.get("topic"), as_int(e.get("partition")))
+            unclean[key] = min(unclean.get(key, t), t)
+    out = []
+    for e in _below_hwm(events):
+        topic, part, t = e.get("topic"), as_int(e.get("partition")), num(e.get("t"))
+        since = unclean.get((topic, part))
+        if since is not None and t is not None and since <= t:
+            continue
+        lo, hwm, broker = as_int(e["to_offset"]), as_int(e["high_watermark"]), _broker(e)
+        out.append({"host": e.get("host"), "broker": broker, "topic": topic, "partition": part, "t": t,
+                    "to_offset": lo, "high_watermark": hwm, "reason": e.get("reason"),
+                    "text": f"broker {broker} truncated {topic}@{part} to offset {lo} below its own high watermark "
+                            f"{hwm} ({e.get('reason')}): offsets {lo}-{hwm - 1} had been shown as committed to any "
+                            "reader of that replica, and no unclean election permitted removing them",
+                    **_ref(e)})
     return out
 
 

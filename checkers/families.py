@@ -128,6 +128,11 @@ def _uncommitted_read(_: Any, view: RunView) -> Findings:
     return {effects.UNCOMMITTED_READ: (_columns(rows), len(rows))}
 
 
+def _hwm_regression(_: Any, view: RunView) -> Findings:
+    rows = effects.hwm_regressions(view.events)
+    return {effects.HWM_REGRESSION: (_columns(rows), len(rows))}
+
+
 def _log_not_recovered(_: Any, view: RunView) -> Findings:
     rows = effects.logs_not_recovered(view.events, view.timeline)
     return {effects.LOG_NOT_RECOVERED: (_columns(rows), len(rows))}
@@ -153,6 +158,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("controller_quorum", ("controller_split_brain",), _controller_split_brain, run_level=True),
     Family("isr_changes", ("isr_change_stuck",), _isr_change_stuck, run_level=True),
     Family("uncommitted_read", ("uncommitted_read",), _uncommitted_read, run_level=True),
+    Family("hwm_regression", ("hwm_regression",), _hwm_regression, run_level=True),
     Family("log_not_recovered", ("log_not_recovered",), _log_not_recovered, run_level=True),
     Family("log_dir_offline", ("log_dir_offline",), _log_dir_offline, run_level=True),
 )

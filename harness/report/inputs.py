@@ -36,7 +36,8 @@ ANOMALY_ORDER = (
     "lost_write", "unseen_at_end", "inconsistent_offset", "duplicate", "offset_mismatch",
     "nonmonotonic_send", "send_skip", "realtime_offset_regression", "nonmonotonic_poll",
     "poll_skip", "failed_write_visible", "failed_write_visible_allowed",
-    "controller_split_brain", "isr_change_stuck", "uncommitted_read", "log_not_recovered", "log_dir_offline",
+    "controller_split_brain", "isr_change_stuck", "uncommitted_read", "hwm_regression", "log_not_recovered",
+    "log_dir_offline",
 )
 
 THROUGHPUT_COLUMNS = ("second", "ok", "fail", "info", "latency_p50_ms", "latency_p99_ms")

@@ -6,6 +6,7 @@ Each case has its control: the same evidence one fact short must not be named.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from checkers import effects, evidence
 from checkers.families import run_level
@@ -34,6 +35,40 @@ def test_uncommitted_read_needs_a_truncation_below_the_replicas_high_watermark()
     assert effects.uncommitted_reads(rows, [_trunc(168)]) == []
     assert effects.uncommitted_reads(rows, [_trunc(None)]) == []
     assert effects.uncommitted_reads(rows, [_trunc(223, part=1)]) == []
+
+
+def _unclean(t: float, part: int = 0) -> dict:
+    return {"event": "leader_elected", "t": t, "host": "controller", "topic": "faultline", "partition": part,
+            "leader": 2, "reason": "unclean"}
+
+
+def test_hwm_regression_is_a_cut_below_the_replicas_own_high_watermark() -> None:
+    """KAFKA-14704's state told by the broker alone, read or not: a truncation below the replica's
+    high watermark, unless an unclean election of that partition came first."""
+    (got,) = effects.hwm_regressions([_trunc(223)])
+    assert (got["broker"], got["topic"], got["partition"], got["to_offset"], got["high_watermark"]) == \
+        (1, "faultline", 0, 168, 223)
+    assert "below its own high watermark 223" in got["text"] and got["line"] == 7
+    # controls: at its HWM (3.4.1 truncates before raising it), none recorded, after an unclean
+    # election of the partition (the setting permits removing committed records)
+    assert effects.hwm_regressions([_trunc(168)]) == [] and effects.hwm_regressions([_trunc(None)]) == []
+    assert effects.hwm_regressions([_unclean(14.0), _trunc(223)]) == []
+    # ... but only of that partition, and only one that came before the cut
+    assert len(effects.hwm_regressions([_unclean(14.0, part=1), _trunc(223)])) == 1
+    assert len(effects.hwm_regressions([_unclean(16.0), _trunc(223)])) == 1
+
+
+def test_hwm_regression_from_real_kafka_3_4_0_lines() -> None:
+    """The demoted leader of a real 3.4.0 run (corpus source faultline-3.4.0-kafka-14704-demoted-leader,
+    docs/kafka-logs.md): its "Truncating to offset 129" and "Non-monotonic update of high watermark
+    from (offset=130 ...)" lines are one hwm_regression, named by the file and line that told it."""
+    from checkers import kafkalog
+    src = Path(__file__).parent / "kafka_logs_real" / "faultline-3.4.0-kafka-14704-demoted-leader"
+    events = [{**e, "t": e["wall"]} for e in kafkalog.read_cluster_logs(src / "cluster-logs")]
+    (got,) = effects.hwm_regressions(events)
+    assert (got["broker"], got["partition"], got["to_offset"], got["high_watermark"]) == (1, 4, 129, 130)
+    line = (src / "cluster-logs" / got["source"].split("cluster-logs/", 1)[-1]).read_text().splitlines()[got["line"] - 1]
+    assert "faultline-4" in line, line
 
 
 def _note(t: float, host: str) -> dict:
@@ -65,10 +100,10 @@ def test_log_dir_offline_and_the_run_level_families() -> None:
         inconsistent_offsets = [_inconsistent(o) for o in (167, 168)]
     found, failures = run_level(View())
     assert not failures
-    assert {k: n for k, (_, n) in found.items() if k in ("uncommitted_read", "log_not_recovered",
+    assert {k: n for k, (_, n) in found.items() if k in ("uncommitted_read", "hwm_regression", "log_not_recovered",
                                                           "log_dir_offline")} == {
-        "uncommitted_read": 1, "log_not_recovered": 1, "log_dir_offline": 1}
-    for name in ("uncommitted_read", "log_not_recovered", "log_dir_offline"):
+        "uncommitted_read": 1, "hwm_regression": 1, "log_not_recovered": 1, "log_dir_offline": 1}
+    for name in ("uncommitted_read", "hwm_regression", "log_not_recovered", "log_dir_offline"):
         cols, n = found[name]
         assert list(cols) == [c for c, _ in evidence.SCHEMAS[name]], name
         assert evidence.to_table(name, cols, n).num_rows == n
