@@ -32,7 +32,8 @@ COVERAGE = {"unclean_election", "alter_partition_accepted", "alter_partition_rej
             "committed_isr_reset", "isr_expansion", "isr_shrink", "diverging_epoch_truncation",
             "unclean_shutdown_recovery", "controller_active", "controller_restart_replay", "epoch_tie", "fence",
             "clean_reelection_after_fence", "strimzi_layout", "truncation_below_high_watermark", "empty_isr_rejected",
-            "clean_load_after_failed_start_up", "raft_fatal_fault", "leader_isr_from_metadata"}
+            "clean_load_after_failed_start_up", "raft_fatal_fault", "leader_isr_from_metadata",
+            "fetch_answer_cut_by_truncation"}
 
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?=\[)")
 
