@@ -304,6 +304,13 @@ def load_suite(file: str | Path, *, validate_campaigns: bool = True, target: str
             raise c.fail(f"{p}.allowed_by", "only meaningful with expect: loss-allowed")
         sets = _overrides(c, defaults.get("set"), "defaults.set") + _overrides(c, m.get("set"), f"{p}.set")
         if target:   # `faultline suite --target X`: every cell on that embedded cluster, before its own sets
+            # the file's own target would win over --target, silently: refuse, naming where it is set
+            for where, raw_set in ((f"{p}.set", m.get("set")), ("defaults.set", defaults.get("set"))):
+                other = next((v.strip() for k, v in (o.split("=", 1) for o in _overrides(c, raw_set, where))
+                              if k.strip() in ("target", "target.embedded") and _kind(v.strip()) != _kind(target)), None)
+                if other is not None:
+                    raise c.fail(where, f"target {other} is this suite's own choice for the cell, so --target {target} "
+                                 "cannot run it: give no --target, or --cell only cells that do not set a target")
             sets = [f"target.embedded={target}"] + sets
         for o in sets:
             key = o.split("=", 1)[0].strip()

@@ -94,6 +94,25 @@ def test_a_cell_keeps_some_axis_values_and_target_runs_one_side(tmp_path: Path) 
         load_suite(f, validate_campaigns=False)
 
 
+
+def test_target_refuses_a_suite_whose_own_set_names_another_target(tmp_path: Path) -> None:
+    """A suite or cell ``set`` of ``target`` comes after ``--target`` and would win over it: the
+    suite would run on the file's target while the user asked for another, without a word.
+    Refused, naming where the file sets it; the same target, or a cell that sets none, runs."""
+    from groundwork.config import ConfigError
+    from harness.suite.spec import load_suite
+    (tmp_path / "calm.yaml").write_text(CALM_CAMPAIGN, encoding="utf-8")
+    f = tmp_path / "suite.yaml"
+    f.write_text("name: x\ndefaults: {set: {target: kraftsim}}\ncells:\n  - {campaign: calm.yaml, expect: no-loss}\n")
+    with pytest.raises(ConfigError, match=r"defaults\.set: target kraftsim .* --target apache-kafka cannot run it"):
+        load_suite(f, target="apache-kafka")
+    assert "target=kraftsim" in load_suite(f, target="kraftsim").cells[0].overrides
+    f.write_text("name: x\ncells:\n  - {campaign: calm.yaml, expect: no-loss}\n"
+                 "  - {campaign: calm.yaml, name: sim, expect: no-loss, set: {target.embedded: kraftsim}}\n")
+    with pytest.raises(ConfigError, match=r"cells\[1\]\.set: target kraftsim"):
+        load_suite(f, target="apache-kafka:4.1.0")
+
+
 BAD_AXES = [
     ("axes: {expect: [loss, no-loss]}\ncells:\n  - {campaign: ../../campaigns/kill-restart.yaml, expect: no-loss}\n",
      "axes.expect", "cell's own key"),
