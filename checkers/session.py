@@ -41,8 +41,18 @@ _REPO = Path(__file__).resolve().parents[1]
 _shipped: str | None = None
 
 
-#: extra options for the driver JVM (after the archive's), e.g. ``-XX:TieredStopAtLevel=1``
+#: extra options for the driver JVM (after the archive's and :data:`DRIVER_JIT`), e.g. ``-XX:TieredStopAtLevel=4``
 OPTIONS_ENV = "FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS"
+#: the driver JVM compiles with C1 only. Why: the checker's analysis runs in Python workers; the
+#: driver JVM plans small jobs and starts while the driver parses the history on the same cores,
+#: and C2's compile threads took CPU from that parse. A first check of the 10M-record benchmark
+#: history (benchmarks/checker_scale.py ``--scratch``, 29 Nov 2026, 2 cores, alternated):
+#: 16.4 / 16.0 s with C2, 14.2 / 13.8 / 13.8 / 14.5 s with C1 only (the parse 11.0 -> 9.1 s); the
+#: serial collector beside it changed nothing. While the test suite ran (about fifty sessions on
+#: the same 2 cores) it cut a session's start from 11.9 to 6.2 CPU-s and a small first check from
+#: 3.0 to 1.3 s. ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS`` comes
+#: after it: ``-XX:TieredStopAtLevel=4`` gives C2 back.
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 #: set only in checkers/jvm_archive.py's child that makes the archive: where its JVM writes the classes as it exits
 archive_dump_to: str | None = None
 
@@ -66,7 +76,8 @@ def archive_file() -> Path:
 
 def driver_java_options() -> str:
     """``spark.driver.extraJavaOptions`` for a session this process starts: the archive when
-    there is one (or, in the child making it, where to write it), then ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS``."""
+    there is one (or, in the child making it, where to write it), C1 only (:data:`DRIVER_JIT`), then
+    ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS``."""
     opts = []
     if archive_dump_to:
         opts.append(f"-XX:ArchiveClassesAtExit={archive_dump_to}")
@@ -74,6 +85,7 @@ def driver_java_options() -> str:
         f = archive_file()
         if f.is_file():
             opts.append(f"-XX:SharedArchiveFile={f}")
+    opts.append(DRIVER_JIT)
     extra = os.environ.get(OPTIONS_ENV, "").strip()
     if extra:
         opts.append(extra)

@@ -18,20 +18,11 @@ order instead of xdist's largest-count-first), so the longest groups do not star
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-
-# The checker's Spark driver JVMs of the suite (in-process sessions and every `faultline run`
-# the tests spawn, which inherit this) compile with C1 only. Why: the suite starts about fifty of
-# them on two cores, each checking a history of thousands of records; C2's compilations pay back
-# only on millions (benchmarks/checker_scale.py measures the default). Measured while the suite
-# ran: a session's start 11.9 -> 6.2 CPU-s, a first check 3.0 -> 1.3. The JIT level changes no
-# result. A value set outside (CI, a developer) wins.
-os.environ.setdefault("FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 #: test files (relative to tests/) or folders whose tests share host-wide state (docstring)
 HOST_STATE = (
