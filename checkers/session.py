@@ -50,8 +50,8 @@ OPTIONS_ENV = "FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS"
 #: 16.4 / 16.0 s with C2, 14.2 / 13.8 / 13.8 / 14.5 s with C1 only (the parse 11.0 -> 9.1 s); the
 #: serial collector beside it changed nothing. While the test suite ran (about fifty sessions on
 #: the same 2 cores) it cut a session's start from 11.9 to 6.2 CPU-s and a small first check from
-#: 3.0 to 1.3 s. ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS`` comes
-#: after it: ``-XX:TieredStopAtLevel=4`` gives C2 back.
+#: 3.0 to 1.3 s. ``$FAULTLINE_SPARK_DRIVER_JAVA_OPTIONS`` comes after it:
+#: ``-XX:TieredStopAtLevel=4`` gives C2 back.
 DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 #: set only in checkers/jvm_archive.py's child that makes the archive: where its JVM writes the classes as it exits
 archive_dump_to: str | None = None
