@@ -79,6 +79,17 @@ def group_starts(*keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
+def sorted_distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of an ascending array, in one pass (``np.unique`` hashes or sorts
+    again: 0.078 s against 0.0004 s for a 10M history's 312k logged offsets of one partition)."""
+    if len(a) < 2:
+        return a.copy()
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def first_where(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per group: index of the first row where ``mask`` holds, or -1."""
     if len(starts) == 0:
@@ -140,6 +151,7 @@ class Partition:
     drain_end: int | None
     drain_end_t: float | None
     topics: list[str | None] = field(default_factory=list)   # unpartitioned group: topic code -> name
+    _log: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- derived, shared by several families ------------------------------------------------
     @property
@@ -167,7 +179,16 @@ class Partition:
         return sent[:-1]
 
     def log(self) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct observed log: (offset, value code) pairs read or acknowledged, sorted."""
+        """The distinct observed log: (offset, value code) pairs read or acknowledged, sorted.
+        Computed once (three families ask; a third of their time went to it) and read-only, so
+        no family can change what the next one sees."""
+        if self._log is None:
+            self._log = self._observed_log()
+            for a in self._log:
+                a.flags.writeable = False
+        return self._log
+
+    def _observed_log(self) -> tuple[np.ndarray, np.ndarray]:
         ok = self.ok_mask()
         off = np.concatenate([self.reads.offset, self.sends.offset.values[ok]])
         vc = np.concatenate([self.reads.vc, self.sends.vc[ok]])
