@@ -117,13 +117,23 @@ def part_schema():  # -> pyarrow.Schema: the part files' (low-cardinality string
 def write_part(table, path: str | os.PathLike[str]) -> None:
     """Write ``table`` (of :func:`arrow_schema`) as one part file at ``path`` (not atomically:
     callers write a temporary name and rename)."""
+    _write_encoded(encode_part(table), path)
+
+
+def encode_part(table):  # -> pyarrow.Table of :func:`part_schema`, one chunk per column
+    """``table`` (of :func:`arrow_schema`) with :data:`DICTIONARY_COLUMNS` dictionary-encoded."""
     import pyarrow as pa
     import pyarrow.compute as pc
     schema = part_schema()
-    cols = [pc.dictionary_encode(table[f.name]) if pa.types.is_dictionary(f.type) else table[f.name] for f in schema]
-    out = pa.Table.from_arrays(cols, schema=schema)
-    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
-        w.write_table(out)
+    cols = [table[f.name].combine_chunks() for f in schema]
+    cols = [pc.dictionary_encode(c) if pa.types.is_dictionary(f.type) else c for c, f in zip(cols, schema)]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _write_encoded(table, path: str | os.PathLike[str]) -> None:
+    import pyarrow as pa
+    with pa.OSFile(os.fspath(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
 
 
 def read_part(path: str | os.PathLike[str]):  # -> pyarrow.Table of :func:`part_schema`
@@ -329,7 +339,11 @@ def convert_split(s: Split, out_dir: str, use_threads: bool = True) -> tuple[int
     table, bad = _parse(buf, use_threads)
     del buf
     if table.num_rows:
-        topic = pc.dictionary_encode(table["topic"].combine_chunks())
+        # dictionary-encode once for the whole split, then cut: taking a partition's rows then
+        # moves the low-cardinality columns' int32 codes, not their strings (each part file
+        # carries the split's small dictionaries; the kernel unifies them)
+        enc = encode_part(table)
+        topic = enc["topic"].chunk(0)
         names = topic.dictionary.to_pylist()
         tcode = pc.fill_null(topic.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         part = pc.fill_null(table["partition"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -345,8 +359,8 @@ def convert_split(s: Split, out_dir: str, use_threads: bool = True) -> tuple[int
                                                             None if unpart[i] else int(part[i])))
             os.makedirs(d, exist_ok=True)
             tmp = os.path.join(d, f".{s.part}.tmp")
-            rows = table if (a == 0 and b == len(skey)) else table.take(pa.array(order[a:b]))
-            write_part(rows, tmp)
+            rows = enc if (a == 0 and b == len(skey)) else enc.take(pa.array(order[a:b]))
+            _write_encoded(rows, tmp)
             os.replace(tmp, os.path.join(d, f"{s.part}{PART_SUFFIX}"))
     return table.num_rows, bad, torn
 
