@@ -79,17 +79,6 @@ def group_starts(*keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
-def sorted_distinct(a: np.ndarray) -> np.ndarray:
-    """The distinct values of an ascending array, in one pass (``np.unique`` hashes or sorts
-    again: 0.078 s against 0.0004 s for a 10M history's 312k logged offsets of one partition)."""
-    if len(a) < 2:
-        return a.copy()
-    keep = np.empty(len(a), dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
-
-
 def first_where(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per group: index of the first row where ``mask`` holds, or -1."""
     if len(starts) == 0:

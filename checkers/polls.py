@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.partition import DRAIN, Partition, proc_strings, sorted_distinct, tp_cols
+from checkers.partition import DRAIN, Partition, group_starts, proc_strings, tp_cols
 
 
 def poll_order(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
@@ -32,7 +32,8 @@ def poll_order(p: Partition) -> dict[str, tuple[dict[str, Any], int]]:
     nonmono["delta"] = po.min_offset[cur[mono]] - prev_max[mono]
     # a skip: a gap over offsets someone observed (the distinct observed log, any value)
     gap = po.min_offset[cur] > prev_max + 1
-    offsets = sorted_distinct(p.log()[0])     # log() is sorted by offset
+    logged = p.log()[0]                       # sorted by offset: its distinct offsets in one pass
+    offsets = logged[group_starts(logged)]    # (np.unique hashed them again: 0.08 of 0.6 s a partition)
     lo = np.searchsorted(offsets, prev_max[gap], "right")
     hi = np.searchsorted(offsets, po.min_offset[cur[gap]], "left")
     skipped = hi - lo
