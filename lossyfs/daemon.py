@@ -50,15 +50,22 @@ def abort_connection(dev: int | None) -> bool:
 
 
 def detach(mountpoint: str) -> int | None:
-    """Detach the mount at ``mountpoint`` and abort its connection; returns its device."""
+    """Abort the connection of the mount at ``mountpoint``, then detach the mount; returns its
+    device.
+
+    Why in this order: while the mount exists, its superblock holds the device number, so the
+    abort can reach only this mount's connection. Once a lazy unmount has let the superblock go,
+    the number is free, and the kernel hands the lowest free number to the next mount made on the
+    host (another daemon's, another run's): an abort by number after the unmount ended such a
+    mount just as it came up. The abort loses nothing a clean unmount would keep: lossyfs never
+    lets the kernel cache writes (no writeback cache), so only requests in flight fail, as they
+    would on a crash."""
     dev = mount_dev(mountpoint)
     if dev is not None:
+        abort_connection(dev)
         r = subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, text=True)
         if r.returncode:
             log(f"fusermount3 -u -z {mountpoint}: {r.stderr.strip()}")
-        # still there: something holds the detached mount open; end its connection
-        if os.path.isdir(os.path.join(FUSECTL, str(dev))) or not os.listdir(FUSECTL):
-            abort_connection(dev)
     return dev
 
 

@@ -71,10 +71,11 @@ def test_heal_unmounts_a_dead_runs_mount_from_the_ledger(tmp_path: Path) -> None
     backing.mkdir()
     mnt.mkdir()
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    m = lossyfs.mount(LOCAL, str(backing), str(mnt), ledger=ledger, python=sys.executable, cwd=str(ROOT),
-                      control=str(tmp_path / "ctl.sock"))
-    pid = int(lossyfs.status(LOCAL, m)["pid"])
+    pid = None
     try:
+        m = lossyfs.mount(LOCAL, str(backing), str(mnt), ledger=ledger, python=sys.executable, cwd=str(ROOT),
+                          control=str(tmp_path / "ctl.sock"))
+        pid = int(lossyfs.status(LOCAL, m)["pid"])
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
@@ -106,6 +107,42 @@ def test_unmount_dead_finds_a_mount_no_ledger_knows(tmp_path: Path) -> None:
         unmount_hard(m.mnt, m.pid)
         if live is not None:
             unmount_hard(live.mnt, live.pid)
+
+
+def test_detaching_a_mount_never_aborts_the_next_mount_made_on_the_host(tmp_path: Path, monkeypatch) -> None:
+    """Two mounts of one host (two daemons, two runs, two test workers): one is detached (a crash
+    or an unmount) while the other is being made. The kernel names a FUSE connection by its
+    superblock's device number and hands the lowest free number to the next mount, so a mount
+    made right after the first one's lazy unmount usually gets its number. The interleaving is
+    forced here: the second mount is made the moment ``fusermount3 -u -z`` of the first returns,
+    inside ``detach``. It must still answer afterwards - an abort by number after the unmount
+    (the order detach had) ended it, as it ended a test's fresh mount in a CI run."""
+    from lossyfs import daemon
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = start_mount(tmp_path / "a"), None
+    real_run = subprocess.run
+
+    def run_then_mount(argv, *args, **kwargs):
+        nonlocal second
+        out = real_run(argv, *args, **kwargs)
+        if argv[:3] == ["fusermount3", "-u", "-z"] and second is None:
+            second = start_mount(tmp_path / "b")
+        return out
+
+    try:
+        monkeypatch.setattr(daemon.subprocess, "run", run_then_mount)
+        daemon.detach(str(first.mnt))
+        monkeypatch.undo()
+        assert second is not None, "detach did not unmount through fusermount3"
+        assert second.status()["pid"] == second.pid          # the second mount's daemon still serves it
+        assert os.listdir(second.mnt) == []
+    finally:
+        monkeypatch.undo()
+        unmount_hard(first.mnt, first.pid)
+        if second is not None:
+            unmount_hard(second.mnt, second.pid)
 
 
 def test_preflight_reboot_column_says_lossyfs(tmp_path: Path) -> None:
