@@ -168,14 +168,19 @@ def heal_mount(record: dict[str, Any], transport: Transport) -> bool:
     return unmount(transport, str(record["mountpoint"]))
 
 
+def dead_mounts(transport: Transport) -> list[str]:
+    """The mountpoints of the host's lossyfs mounts whose daemon no longer answers (a dead run's,
+    or a daemon killed by hand): every access under them fails with ``Transport endpoint is not
+    connected``, so a log dir there looks missing and no one can create it."""
+    return [m["mountpoint"] for m in _script(transport, "mounts") if not m["answers"]]
+
+
 def unmount_dead(transport: Transport) -> list[str]:
     """Unmount every lossyfs mount of the host whose daemon no longer answers (a dead run's,
-    left without a ledger: ``Transport endpoint is not connected``). Returns their mountpoints."""
-    gone = []
-    for m in _script(transport, "mounts"):
-        if not m["answers"]:
-            _script(transport, "unmount", m["mountpoint"], timeout=90)
-            gone.append(m["mountpoint"])
+    left without a ledger). Returns their mountpoints."""
+    gone = dead_mounts(transport)
+    for mp in gone:
+        _script(transport, "unmount", mp, timeout=90)
     return gone
 
 

@@ -8,7 +8,7 @@ and, for every problem, one line with its fix (docs/targets.md, "Preflight"):
 | reach | the host answers (ssh: host key verified against known_hosts, never added) | it does not | the inventory would accept unknown keys |
 | sudo | fault commands run as root (``sudo -n``, never a prompt): ``iptables -S``, ``tc qdisc show`` | no root, a tool missing | |
 | kafka | version; ``process.roles``, ``node.id`` from server.properties; the service runs | not KRaft, wrong group or node id, service stopped, kafka_config unreadable | version or config not found |
-| dirs | each log dir and the metadata log dir exists, is writable by the fault user, is Kafka's | missing, not writable, not in server.properties | no log dirs known |
+| dirs | each log dir and the metadata log dir exists, is writable by the fault user, is Kafka's | missing (or on a dead lossyfs mount), not writable, not in server.properties | no log dirs known |
 | logs | where events come from: kraftsim's event log, or Kafka's log files and its log4j levels | a logger the reader needs above INFO | log files or log4j config not found |
 | reboot | which reboot modes are real: SysRq (nemeses.reboot.sysrq_emulated), lossyfs or LazyFS under the log dirs | no python3 (the page-cache cut) | only emulated reboots |
 | clock | the host's clock against the harness's, round-trip corrected | | off by more than 100 ms (or not measurable that well) |
@@ -324,7 +324,13 @@ class HostChecks:
                 self.existing_dirs.append(d)
             if st == "missing":
                 bad += 1
-                if theirs:
+                dead = self._dead_lossyfs(d)
+                if dead is not None:
+                    c.add(FAIL, f"{what} {d} is on a dead lossyfs mount at {dead} (its daemon does not answer: "
+                                "every access there fails with 'Transport endpoint is not connected')",
+                          f"unmount it: faultline heal, if a run's ledger holds the mount; else on the host "
+                          f"fusermount3 -u -z {shlex.quote(dead)}")
+                elif theirs:
                     c.add(FAIL, f"{what} {d} does not exist ({self.config} says {cfg_says})",
                           f"set kafka_data_dirs to Kafka's log.dirs: [{', '.join(cfg_log)}]")
                 else:
@@ -417,6 +423,19 @@ class HostChecks:
                 if text is not None:
                     return path, text
         return None, None
+
+    def _dead_lossyfs(self, d: str) -> str | None:
+        """The mountpoint of the dead lossyfs mount ``d`` lies on, if it does: the dir looks
+        missing, and the usual fix (mkdir) fails there. Asked only for a missing dir on a lossyfs
+        mount (the daemons are asked through the control script, with python3 and sudo)."""
+        m = lossyfs.covering(lossyfs.mounts(self.t), d)
+        if m is None:
+            return None
+        try:
+            dead = lossyfs.dead_mounts(self.t)
+        except (TransportError, ValueError):
+            return None
+        return m.mountpoint if m.mountpoint in dead else None
 
     # -- reboot modes -----------------------------------------------------------------------------------
     _MOUNT_OF = ('for d in "$@"; do mp=$(df -P -- "$d" 2>/dev/null | awk \'NR==2 {print $6}\'); '

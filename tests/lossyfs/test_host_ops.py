@@ -168,6 +168,39 @@ def test_preflight_reboot_column_says_lossyfs(tmp_path: Path) -> None:
         unmount_hard(data, None)
 
 
+def test_preflight_names_a_log_dir_on_a_dead_mount_and_how_to_unmount_it(tmp_path: Path) -> None:
+    """A log dir on a lossyfs mount whose daemon died looks missing (ENOTCONN), and mkdir there
+    fails: preflight names the dead mount and the unmount, not "create it". The same dir on the
+    mount while its daemon lives is fine (the control)."""
+    from harness.inventory import load_inventory
+    from harness.preflight import FAIL, Options, preflight
+    from tests.harness.test_preflight_local import kafka_host
+
+    inv = kafka_host(tmp_path)
+    data = tmp_path / "data"
+    (tmp_path / "backing").mkdir()
+
+    def dirs_check():
+        return preflight(load_inventory(inv), Options()).hosts[0].checks["dirs"]
+    pid = None
+    try:
+        m = lossyfs.mount(LOCAL, str(tmp_path / "backing"), str(data), python=sys.executable, cwd=str(ROOT),
+                          control=str(tmp_path / "ctl.sock"))
+        pid = int(lossyfs.status(LOCAL, m)["pid"])
+        alive = dirs_check()
+        assert alive.issues == [], alive.issues
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dead = dirs_check()
+        assert [i.status for i in dead.issues] == [FAIL], dead.issues
+        assert f"log dir {data} is on a dead lossyfs mount at {data}" in dead.issues[0].problem
+        assert f"fusermount3 -u -z {data}" in dead.issues[0].fix and "create it" not in dead.issues[0].fix
+    finally:
+        unmount_hard(data, pid)
+
+
 @pytest.mark.parametrize("args, needle", [
     (["mount", "/nonexistent-backing", "/tmp", "--control", "/tmp/x.sock"], "BACKING /nonexistent-backing: not a directory"),
     (["mount", "/tmp", "/tmp", "--control", "/tmp/x.sock"], "overlap"),
