@@ -26,6 +26,14 @@ from tests.nemeses.nodes import TestNode, make_ctx
 LOCAL = LocalTransport("local")
 
 
+def kill_daemon(pid: int) -> None:
+    """SIGKILL a lossyfs daemon and wait until it is gone: its mount is left dead (ENOTCONN)."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_mount_is_found_by_its_dirs_and_crashed_through_the_transport(lfs: Mount) -> None:
     (lfs.mnt / "topic-0").mkdir()
     (lfs.mnt / "topic-0" / "seg").write_bytes(b"unsynced")
@@ -76,10 +84,7 @@ def test_heal_unmounts_a_dead_runs_mount_from_the_ledger(tmp_path: Path) -> None
         m = lossyfs.mount(LOCAL, str(backing), str(mnt), ledger=ledger, python=sys.executable, cwd=str(ROOT),
                           control=str(tmp_path / "ctl.sock"))
         pid = int(lossyfs.status(LOCAL, m)["pid"])
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_daemon(pid)
         with pytest.raises(OSError):
             os.listdir(mnt)                                   # Transport endpoint is not connected
         assert mounted(mnt)
@@ -96,10 +101,7 @@ def test_unmount_dead_finds_a_mount_no_ledger_knows(tmp_path: Path) -> None:
     try:
         (tmp_path / "live").mkdir()
         live = start_mount(tmp_path / "live")
-        os.kill(m.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{m.pid}") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_daemon(m.pid)
         assert lossyfs.unmount_dead(LOCAL) == [str(m.mnt)]
         assert not mounted(m.mnt) and mounted(live.mnt)       # the living one stays
         assert not m.ctl.exists() and live.ctl.exists()       # with its socket; the dead one's is gone
@@ -189,10 +191,7 @@ def test_preflight_names_a_log_dir_on_a_dead_mount_and_how_to_unmount_it(tmp_pat
         pid = int(lossyfs.status(LOCAL, m)["pid"])
         alive = dirs_check()
         assert alive.issues == [], alive.issues
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_daemon(pid)
         dead = dirs_check()
         assert [i.status for i in dead.issues] == [FAIL], dead.issues
         assert f"log dir {data} is on a dead lossyfs mount at {data}" in dead.issues[0].problem
