@@ -306,6 +306,8 @@ class Runner:
         self.write_run_json()
 
     def _register_client(self, name: str, pid: int | None) -> None:
+        """The ledger entry of a client process, written as soon as it is spawned (before it is
+        ready: a harness killed while a client starts must leave nothing heal does not know)."""
         if pid:
             eid = new_id("p")
             self.ledger.apply(eid, "process", {"what": name, "pid": pid, "match": "multiprocessing"})
@@ -331,21 +333,18 @@ class Runner:
                                  self.clock.now, rate=c.workload.rate, idempotence=c.workload.idempotence,
                                  extra_config=extra)
             self.clients.append(p)
-            p.start()
-            self._register_client(p.process, p.pid)
+            p.start(on_spawn=lambda pid, name=p.process: self._register_client(name, pid))
         for i in range(c.workload.consumers):
             cw = ConsumerWorkload(f"consumer-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
                                   self.clock.now, extra_config=self.security.librdkafka())
             self.clients.append(cw)
-            cw.start()
-            self._register_client(cw.process, cw.pid)
+            cw.start(on_spawn=lambda pid, name=cw.process: self._register_client(name, pid))
         for i in range(c.workload.epochless_readers):
             rw = EpochlessReaderWorkload(f"reader-{i}", bootstrap, c.topic.name, c.topic.partitions, self.history_dir,
                                          self.clock.now, fetch_wait_ms=c.workload.reader_fetch_wait_ms,
                                          security=self.security)
             self.clients.append(rw)
-            rw.start()
-            self._register_client(rw.process, rw.pid)
+            rw.start(on_spawn=lambda pid, name=rw.process: self._register_client(name, pid))
 
     def refresh_status(self) -> None:
         acked = failed = info = read = 0

@@ -30,13 +30,43 @@ class StopSignal(Protocol):
     def wait(self, timeout: float | None = None) -> bool: ...
 
 
+class SharedFlag:
+    """A one-way flag between the harness and a spawned client, in shared memory, without a lock.
+
+    Why not ``multiprocessing.Event``: it is a condition variable over semaphores, and a process
+    SIGKILLed inside its ``wait`` leaves itself counted as a sleeper that never wakes, so the other
+    side's ``set`` (``notify_all``) waits for that dead sleeper forever. A harness SIGKILLed while
+    it waited for a client to be ready left the client hung in ``ready.set()``, never reaching its
+    check for a dead parent: a producer still alive 40 minutes after its harness was killed. A
+    byte nobody locks cannot be left held by the dead; its waiters poll (every 10 ms).
+    """
+
+    def __init__(self) -> None:
+        self._v = _SPAWN.RawValue("b", 0)
+
+    def is_set(self) -> bool:
+        return bool(self._v.value)
+
+    def set(self) -> None:
+        self._v.value = 1
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._v.value:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            time.sleep(0.01 if left is None else min(0.01, left))
+        return True
+
+
 class Control:
     """What the client body gets: stop request, counters, readiness, error slot, deadline."""
 
     def __init__(self, ncounters: int, use_process: bool):
-        ev = _SPAWN.Event if use_process else threading.Event
-        self.stop = ev()
-        self.ready = ev()
+        ev = SharedFlag if use_process else threading.Event
+        self.stop: StopSignal = ev()
+        self.ready: StopSignal = ev()
         self.counters = _SPAWN.Array("q", ncounters, lock=False)
         self.error = _SPAWN.Array("c", ERROR_BYTES, lock=False)
         #: seconds the body may spend finishing (flush) after stop was requested
@@ -102,17 +132,23 @@ class Worker:
         self._body, self._spec = body, spec
         self._proc: Any = None
 
-    def start(self, ready_timeout: float = 120.0) -> None:
+    def start(self, ready_timeout: float = 120.0, on_spawn: Callable[[int], None] | None = None) -> None:
         """Start the child and wait until its client is ready. Why 120 s: a spawned interpreter
         importing confluent_kafka and its first metadata took over 30 s on a 2-core machine at
         load 40 (six Kafka JVMs starting beside other jobs); a client that cannot start in two
-        minutes is an infrastructure failure."""
+        minutes is an infrastructure failure.
+
+        ``on_spawn(pid)``: called as soon as the child process exists, before the wait (the
+        harness writes its ledger entry there, so a harness killed while a client starts leaves
+        a process ``faultline heal`` knows)."""
         args = (self._body, self.control, self._spec)
         if self.mode == "process":
             self._proc = _SPAWN.Process(target=_run_body, args=args, name=self.name, daemon=True)
         else:
             self._proc = threading.Thread(target=_run_body, args=args, name=self.name, daemon=True)
         self._proc.start()
+        if on_spawn is not None and self.mode == "process":
+            on_spawn(self._proc.pid)
         deadline = time.monotonic() + ready_timeout
         while not self.control.ready.wait(0.05):
             if not self._proc.is_alive():
@@ -159,8 +195,8 @@ class WorkerBacked:
     def pid(self) -> int | None:
         return self._worker.pid
 
-    def start(self) -> None:
-        self._worker.start()
+    def start(self, on_spawn: Callable[[int], None] | None = None) -> None:
+        self._worker.start(on_spawn=on_spawn)
 
     def alive(self) -> bool:
         return self._worker.alive()

@@ -154,3 +154,56 @@ def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
                     os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+
+STARTING_PARENT = """
+import sys, time
+from groundwork.clock import RunClock
+from workloads.producer import ProducerWorkload
+if __name__ == "__main__":
+    w = ProducerWorkload("producer-o", sys.argv[1], "t", 1, sys.argv[2], RunClock().now, rate=200)
+    w.start(on_spawn=lambda pid: print(pid, flush=True))
+    time.sleep(60)
+"""
+
+
+def test_producer_exits_when_its_harness_is_sigkilled_while_it_starts(tmp_path):
+    """The harness is SIGKILLed while it waits for its producer to be ready - the child is told
+    its pid (where the harness writes the ledger entry) before that wait. The producer still
+    exits on its own: with a multiprocessing Event for ``ready``, its ``set`` waited forever for
+    the dead harness's wait to wake, and the producer lived on, never reaching its parent check."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "parent.py"
+    script.write_text(STARTING_PARENT)
+    repo = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, str(script), dead_bootstrap(), str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True, cwd=repo,
+                              env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        os.kill(parent.pid, signal.SIGKILL)          # the child is still importing its client
+        parent.wait(5)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"producer child {child} still running 30 s after its starting parent was SIGKILLed")
+        st = ReadStats()
+        list(read_jsonl(tmp_path / "producer-o.jsonl", st))
+        assert not st.torn_tail, "an orphaned producer must close its history cleanly"
+    finally:
+        for pid in (parent.pid, child):
+            try:
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
