@@ -101,20 +101,28 @@ def test_unpicklable_clock_is_refused_up_front(tmp_path):
     ProducerWorkload("producer-x", "127.0.0.1:1", "t", 1, tmp_path, lambda: 0.0, mode="thread")
 
 
+#: a harness in miniature: starts one producer against a dead broker and prints its pid -
+#: once it is ready (``ready``), or as soon as it is spawned, while the harness still waits
+#: for it (``spawned``)
 PARENT = """
 import sys, time
 from groundwork.clock import RunClock
 from workloads.producer import ProducerWorkload
 if __name__ == "__main__":
     w = ProducerWorkload("producer-o", sys.argv[1], "t", 1, sys.argv[2], RunClock().now, rate=200)
-    w.start()
-    print(w.pid, flush=True)
+    if sys.argv[3] == "spawned":
+        w.start(on_spawn=lambda pid: print(pid, flush=True))
+    else:
+        w.start()
+        print(w.pid, flush=True)
     time.sleep(60)
 """
 
 
-def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
-    """A harness killed with SIGKILL leaves no producer writing on as an orphan."""
+def orphaned_history(tmp_path, when: str, settle: float, grace: float) -> list[dict]:
+    """Run PARENT, SIGKILL it ``settle`` s after it printed the producer's pid, and return the
+    producer's history once the producer exited on its own (fail if it is still running
+    ``grace`` s later). Both processes are killed whatever happens."""
     import subprocess
     import sys
     from pathlib import Path
@@ -122,16 +130,16 @@ def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
     repo = Path(__file__).resolve().parents[2]
-    parent = subprocess.Popen([sys.executable, str(script), dead_bootstrap(), str(tmp_path)],
+    parent = subprocess.Popen([sys.executable, str(script), dead_bootstrap(), str(tmp_path), when],
                               stdout=subprocess.PIPE, text=True, cwd=repo,
                               env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True)
     child = None
     try:
         child = int(parent.stdout.readline())
-        time.sleep(0.5)
+        time.sleep(settle)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(5)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             try:
                 os.kill(child, 0)
@@ -139,14 +147,11 @@ def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
                 break
             time.sleep(0.05)
         else:
-            pytest.fail(f"producer child {child} still running 10 s after its parent was SIGKILLed")
+            pytest.fail(f"producer child {child} still running {grace:.0f} s after its parent was SIGKILLed")
         st = ReadStats()
         recs = list(read_jsonl(tmp_path / "producer-o.jsonl", st))
-        assert recs and not st.torn_tail, "an orphaned producer must close its history cleanly"
-        kinds = Counter(r["type"] for r in recs)
-        # every send got an outcome: purged from the local queue, never sent (retries=0)
-        assert kinds["invoke"] == kinds["fail"] > 0 and kinds["ok"] == kinds["info"] == 0
-        assert {r["error"] for r in recs if r["type"] == "fail"} == {"_PURGE_QUEUE"}
+        assert not st.torn_tail, "an orphaned producer must close its history cleanly"
+        return recs
     finally:
         for pid in (parent.pid, child):
             try:
@@ -156,16 +161,13 @@ def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
                 pass
 
 
-
-STARTING_PARENT = """
-import sys, time
-from groundwork.clock import RunClock
-from workloads.producer import ProducerWorkload
-if __name__ == "__main__":
-    w = ProducerWorkload("producer-o", sys.argv[1], "t", 1, sys.argv[2], RunClock().now, rate=200)
-    w.start(on_spawn=lambda pid: print(pid, flush=True))
-    time.sleep(60)
-"""
+def test_producer_exits_when_its_harness_is_sigkilled(tmp_path):
+    """A harness killed with SIGKILL leaves no producer writing on as an orphan."""
+    recs = orphaned_history(tmp_path, "ready", settle=0.5, grace=10)
+    kinds = Counter(r["type"] for r in recs)
+    # every send got an outcome: purged from the local queue, never sent (retries=0)
+    assert kinds["invoke"] == kinds["fail"] > 0 and kinds["ok"] == kinds["info"] == 0
+    assert {r["error"] for r in recs if r["type"] == "fail"} == {"_PURGE_QUEUE"}
 
 
 def test_producer_exits_when_its_harness_is_sigkilled_while_it_starts(tmp_path):
@@ -173,37 +175,4 @@ def test_producer_exits_when_its_harness_is_sigkilled_while_it_starts(tmp_path):
     its pid (where the harness writes the ledger entry) before that wait. The producer still
     exits on its own: with a multiprocessing Event for ``ready``, its ``set`` waited forever for
     the dead harness's wait to wake, and the producer lived on, never reaching its parent check."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = tmp_path / "parent.py"
-    script.write_text(STARTING_PARENT)
-    repo = Path(__file__).resolve().parents[2]
-    parent = subprocess.Popen([sys.executable, str(script), dead_bootstrap(), str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True, cwd=repo,
-                              env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True)
-    child = None
-    try:
-        child = int(parent.stdout.readline())
-        os.kill(parent.pid, signal.SIGKILL)          # the child is still importing its client
-        parent.wait(5)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"producer child {child} still running 30 s after its starting parent was SIGKILLed")
-        st = ReadStats()
-        list(read_jsonl(tmp_path / "producer-o.jsonl", st))
-        assert not st.torn_tail, "an orphaned producer must close its history cleanly"
-    finally:
-        for pid in (parent.pid, child):
-            try:
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    orphaned_history(tmp_path, "spawned", settle=0.0, grace=30)   # the child is still importing its client
